@@ -1,0 +1,53 @@
+/**
+ * Baseline (d): bare fastify + @fastify/http-proxy (reply-from on undici) with a static
+ * Authorization header injected in rewriteRequestHeaders. reply-from turns certificate checks
+ * off by default for undici: they are switched back on here (`rejectUnauthorized: true`).
+ *
+ *   node bench/baselines/fastify-http-proxy.mjs --upstream https://127.0.0.1:N --ca FILE --token T
+ * prints `FASTIFY_READY {"port":N}`.
+ */
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import proxy from "@fastify/http-proxy";
+import Fastify from "fastify";
+
+const { values } = parseArgs({
+  options: {
+    upstream: { type: "string" },
+    ca: { type: "string" },
+    token: { type: "string", default: "bench-static-token" },
+    port: { type: "string", default: "0" },
+    servername: { type: "string", default: "localhost" },
+  },
+});
+if (!values.upstream || !values.ca) {
+  process.stderr.write("usage: fastify-http-proxy.mjs --upstream URL --ca FILE [--token T]\n");
+  process.exit(2);
+}
+
+const authorization = `Bearer ${values.token}`;
+const app = Fastify({ logger: false, keepAliveTimeout: 60_000, bodyLimit: 2 * 1024 * 1024 });
+await app.register(proxy, {
+  upstream: values.upstream,
+  undici: {
+    connections: 128,
+    pipelining: 1,
+    keepAliveTimeout: 60_000,
+    tls: {
+      ca: readFileSync(values.ca),
+      servername: values.servername,
+      rejectUnauthorized: true,
+    },
+  },
+  replyOptions: {
+    rewriteRequestHeaders: (_request, headers) => ({ ...headers, authorization }),
+  },
+});
+await app.listen({ port: Number(values.port), host: "127.0.0.1" });
+process.stdout.write(`FASTIFY_READY ${JSON.stringify({ port: app.server.address().port })}\n`);
+for (const signal of ["SIGTERM", "SIGINT"]) {
+  process.on(signal, () => {
+    app.close().finally(() => process.exit(0));
+    setTimeout(() => process.exit(0), 1000).unref();
+  });
+}

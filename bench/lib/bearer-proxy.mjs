@@ -1,0 +1,139 @@
+/**
+ * ADAPTER — how the bench runs bearer-proxy and its token endpoint. Everything the bench assumes
+ * about the product is in this file:
+ *   - `node dist/cli.js run --config FILE` starts the proxy from a YAML config (schema:
+ *     src/config/schema.ts); it keeps running until SIGTERM;
+ *   - `GET http://<admin>/readyz` answers 200 once it can serve (with `token.prefetch: false`,
+ *     without holding a token yet);
+ *   - bench/emulator-child.mjs runs dist/emulator/emulator.js (`startEmulator`), whose
+ *     `GET /_emulator/stats` returns `{tokenRequests: {total}}` and `POST /_emulator/reset-stats`
+ *     zeroes it; its default client is demo-client / demo-secret.
+ */
+import { existsSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { stringify } from "yaml";
+import { findFreePort } from "./competitors.mjs";
+import { spawnPinned, stopChild, waitForLine } from "./processes.mjs";
+
+const REPO_DIR = fileURLToPath(new URL("../..", import.meta.url));
+// Overridable to bench another build (or a stand-in while developing the bench).
+const CLI = process.env.BENCH_BEARER_PROXY_CLI ?? join(REPO_DIR, "dist", "cli.js");
+const EMULATOR_MODULE =
+  process.env.BENCH_EMULATOR_MODULE ?? join(REPO_DIR, "dist", "emulator", "emulator.js");
+const START_TIMEOUT_MS = 20_000;
+
+/** Why bearer-proxy cannot run here, or null when its build is present. */
+export function bearerProxyMissing() {
+  if (!existsSync(CLI)) return `${CLI} not found (run \`npm run build\`)`;
+  if (!existsSync(EMULATOR_MODULE)) return `${EMULATOR_MODULE} not found (run \`npm run build\`)`;
+  return null;
+}
+
+/** The token endpoint emulator in its own process on `core`, serving the bench certificate. */
+export async function startEmulatorProcess({ core, certs }) {
+  const child = spawnPinned(core, process.execPath, [
+    join(REPO_DIR, "bench", "emulator-child.mjs"),
+    ...["--cert", certs.certFile, "--key", certs.keyFile, "--ca", certs.caFile],
+    ...["--module", EMULATOR_MODULE],
+  ]);
+  const match = await waitForLine(child, /^EMULATOR_READY (.*)$/, START_TIMEOUT_MS);
+  child.stdout.resume();
+  const { port } = JSON.parse(match[1]);
+  const url = `https://127.0.0.1:${port}`;
+  return {
+    child,
+    url,
+    tokenUrl: `${url}/iam/v1/oauth2/token`,
+    stop: () => stopChild(child),
+  };
+}
+
+/** The config file bearer-proxy gets in the bench. */
+export function renderBearerProxyConfig({
+  listenPort,
+  adminPort,
+  upstream,
+  emulator,
+  caFile,
+  prefetch,
+}) {
+  const config = {
+    listen: { host: "127.0.0.1", port: listenPort },
+    admin: { host: "127.0.0.1", port: adminPort },
+    log: { level: "warn" },
+    upstreams: [
+      {
+        name: "bench",
+        baseUrl: upstream.url,
+        tokenUrl: emulator.tokenUrl,
+        clientId: "demo-client",
+        clientSecret: "demo-secret",
+        tls: { caFile },
+        ...(prefetch ? {} : { token: { prefetch: false } }),
+      },
+    ],
+  };
+  return stringify(config);
+}
+
+/**
+ * Start bearer-proxy on `core`, wait for /readyz. Resolves with the competitor shape plus
+ * `readyMs` (spawn → first /readyz 200) and `adminUrl`.
+ */
+export async function startBearerProxy({
+  core,
+  upstream,
+  emulator,
+  certs,
+  dir,
+  control,
+  prefetch = true,
+  tag = "",
+}) {
+  const [listenPort, adminPort] = [await findFreePort(), await findFreePort()];
+  const configFile = join(dir, `bearer-proxy${tag}.yaml`);
+  await writeFile(
+    configFile,
+    renderBearerProxyConfig({
+      listenPort,
+      adminPort,
+      upstream,
+      emulator,
+      caFile: certs.caFile,
+      prefetch,
+    }),
+  );
+  const spawnedAt = performance.now();
+  const child = spawnPinned(core, process.execPath, [CLI, "run", "--config", configFile], {
+    cwd: REPO_DIR,
+  });
+  child.stdout.resume();
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  const isDead = () => child.exitCode !== null || child.signalCode !== null;
+  try {
+    await control.waitFor200(`${adminUrl}/readyz`, {
+      timeoutMs: START_TIMEOUT_MS,
+      isDead,
+      intervalMs: 5,
+    });
+  } catch (error) {
+    await stopChild(child);
+    throw new Error(
+      `bearer-proxy did not become ready: ${error.message}\n${child.stderrText.trim()}`,
+    );
+  }
+  return {
+    key: "bearer-proxy",
+    label: "bearer-proxy",
+    baseUrl: `http://127.0.0.1:${listenPort}`,
+    adminUrl,
+    injects: true,
+    child,
+    readyMs: performance.now() - spawnedAt,
+    pids: () => [child.pid],
+    isDead,
+    stop: () => stopChild(child),
+  };
+}

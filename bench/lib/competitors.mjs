@@ -1,0 +1,110 @@
+/**
+ * Start the bench upstream and the competitors, each as its own process: the proxies on the
+ * proxy core, the upstream on the load core. Every competitor is described by the same shape:
+ * `{key, label, baseUrl, injects, pids(), stop()}` where `baseUrl` is what the load generator hits.
+ */
+import { once } from "node:events";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { writeNginxConfig } from "./nginx.mjs";
+import { childPids, spawnPinned, stopChild, waitForLine } from "./processes.mjs";
+
+const BENCH_DIR = fileURLToPath(new URL("..", import.meta.url));
+const START_TIMEOUT_MS = 20_000;
+
+/** The static token the header-injecting baselines send (bearer-proxy fetches a real one). */
+export const STATIC_TOKEN = "bench-static-token-0123456789abcdef";
+
+/** A port that was free a moment ago on 127.0.0.1. */
+export async function findFreePort() {
+  const server = createServer();
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address();
+  server.close();
+  await once(server, "close");
+  return port;
+}
+
+/** Start a node script that prints `<TAG> {"port":N}` when ready. */
+async function startNodeScript(core, script, args, tag) {
+  const child = spawnPinned(core, process.execPath, [join(BENCH_DIR, script), ...args]);
+  const match = await waitForLine(child, new RegExp(`^${tag} (.*)$`), START_TIMEOUT_MS);
+  child.stdout.resume();
+  child.stderr.resume();
+  return { child, port: JSON.parse(match[1]).port };
+}
+
+/** The HTTPS upstream on the load core. */
+export async function startUpstream({ core, certs }) {
+  const { child, port } = await startNodeScript(
+    core,
+    "upstream.mjs",
+    ["--cert", certs.certFile, "--key", certs.keyFile],
+    "UPSTREAM_READY",
+  );
+  return { child, port, url: `https://127.0.0.1:${port}`, stop: () => stopChild(child) };
+}
+
+function describe(key, label, baseUrl, child, injects, extraPids = () => []) {
+  return {
+    key,
+    label,
+    baseUrl,
+    injects,
+    child,
+    pids: () => [child.pid, ...extraPids()],
+    isDead: () => child.exitCode !== null || child.signalCode !== null,
+    stop: () => stopChild(child),
+  };
+}
+
+/** (e) No proxy: the load generator talks TLS to the upstream itself. */
+export function describeDirect(upstream) {
+  return { ...describe("direct", "direct (ceiling)", upstream.url, upstream.child, false) };
+}
+
+/** (c) The minimal undici forwarder. */
+export async function startUndiciForwarder({ core, upstream, certs }) {
+  const { child, port } = await startNodeScript(
+    core,
+    "baselines/undici-forwarder.mjs",
+    ["--upstream", upstream.url, "--ca", certs.caFile, "--token", STATIC_TOKEN],
+    "FORWARDER_READY",
+  );
+  return describe("undici", "undici forwarder", `http://127.0.0.1:${port}`, child, true);
+}
+
+/** (d) fastify + @fastify/http-proxy. */
+export async function startFastifyProxy({ core, upstream, certs }) {
+  const { child, port } = await startNodeScript(
+    core,
+    "baselines/fastify-http-proxy.mjs",
+    ["--upstream", upstream.url, "--ca", certs.caFile, "--token", STATIC_TOKEN],
+    "FASTIFY_READY",
+  );
+  return describe("fastify", "fastify-http-proxy", `http://127.0.0.1:${port}`, child, true);
+}
+
+/** (b) nginx, master + one worker; CPU and RSS are summed over both. */
+export async function startNginx({ core, upstream, certs, nginxPath, dir, control }) {
+  const listenPort = await findFreePort();
+  const confFile = await writeNginxConfig({
+    dir,
+    listenPort,
+    upstreamPort: upstream.port,
+    caFile: certs.caFile,
+    token: STATIC_TOKEN,
+  });
+  const child = spawnPinned(core, nginxPath, ["-p", dir, "-c", confFile]);
+  child.stdout.resume();
+  const competitor = describe("nginx", "nginx", `http://127.0.0.1:${listenPort}`, child, true, () =>
+    childPids(child.pid),
+  );
+  await control.waitFor200(`${competitor.baseUrl}/small`, {
+    timeoutMs: START_TIMEOUT_MS,
+    isDead: competitor.isDead,
+  });
+  return competitor;
+}

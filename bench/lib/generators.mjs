@@ -1,0 +1,108 @@
+/**
+ * Run one load-generator process on the load core and return its parsed `BENCH_RESULT` line.
+ * Closed loop: wrk (+ bench/wrk/bench.lua) when installed, else bench/load.mjs. Fixed rate:
+ * always bench/fixed-rate.mjs (Debian ships no wrk2).
+ */
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { spawnPinned, waitForExit } from "./processes.mjs";
+
+const BENCH_DIR = fileURLToPath(new URL("..", import.meta.url));
+/** Extra time a generator gets beyond its nominal duration before it is killed. */
+const GRACE_MS = 20_000;
+
+async function runGenerator(core, command, args, durationS, env) {
+  const child = spawnPinned(core, command, args, { env: { ...process.env, ...env } });
+  let stdout = "";
+  child.stdout.setEncoding("utf8");
+  child.stdout.on("data", (chunk) => {
+    stdout = (stdout + chunk).slice(-65536);
+  });
+  const { code, signal } = await waitForExit(child, durationS * 1000 + GRACE_MS);
+  const match = /^BENCH_RESULT (.*)$/m.exec(stdout);
+  if (!match) {
+    throw new Error(
+      `${command} produced no result (exit ${code ?? signal}): ${child.stderrText.trim().slice(-500)}`,
+    );
+  }
+  return JSON.parse(match[1]);
+}
+
+/**
+ * Closed-loop load against `url`.
+ * @returns {Promise<{rps: number, requests: number, p50Ms: number, p99Ms: number,
+ *   errors: number, statusErrors: number, raw: object}>}
+ */
+export async function runClosedLoop({
+  tool,
+  core,
+  url,
+  method,
+  bodyBytes,
+  connections,
+  durationS,
+  caFile,
+}) {
+  const raw =
+    tool === "wrk"
+      ? await runGenerator(
+          core,
+          "wrk",
+          [
+            "-t1",
+            `-c${connections}`,
+            `-d${durationS}s`,
+            "--timeout",
+            "10s",
+            "-s",
+            join(BENCH_DIR, "wrk", "bench.lua"),
+            url,
+          ],
+          durationS,
+          { BENCH_METHOD: method, BENCH_BODY_BYTES: String(bodyBytes) },
+        )
+      : await runGenerator(
+          core,
+          process.execPath,
+          [
+            join(BENCH_DIR, "load.mjs"),
+            ...["--url", url, "--method", method, "--body-bytes", String(bodyBytes)],
+            ...["--connections", String(connections), "--duration", String(durationS)],
+            ...(url.startsWith("https:") ? ["--ca", caFile] : []),
+          ],
+          durationS,
+        );
+  const errors = raw.connectErrors + raw.readErrors + raw.writeErrors + raw.timeouts;
+  return {
+    rps: raw.requests / (raw.durationUs / 1e6),
+    requests: raw.requests,
+    p50Ms: raw.p50Us / 1000,
+    p99Ms: raw.p99Us / 1000,
+    errors,
+    statusErrors: raw.statusErrors,
+    raw,
+  };
+}
+
+/** Open-loop load at `rate` req/s; latency from each request's intended send time. */
+export async function runFixedRate({ core, url, rate, durationS, caFile }) {
+  const raw = await runGenerator(
+    core,
+    process.execPath,
+    [
+      join(BENCH_DIR, "fixed-rate.mjs"),
+      ...["--url", url, "--rate", String(rate), "--duration", String(durationS)],
+      ...(url.startsWith("https:") ? ["--ca", caFile] : []),
+    ],
+    durationS,
+  );
+  return {
+    rps: raw.achievedRate,
+    requests: raw.requests,
+    p50Ms: raw.p50Us / 1000,
+    p99Ms: raw.p99Us / 1000,
+    errors: raw.errors + (raw.sent - raw.requests - raw.errors),
+    statusErrors: raw.statusErrors,
+    raw,
+  };
+}

@@ -1,0 +1,142 @@
+/**
+ * Render a run as Markdown: one table per throughput case, the fixed-rate latency table, the
+ * token-side section, the targets check, and how the run was made.
+ */
+
+const LABELS = {
+  "bearer-proxy": "bearer-proxy",
+  nginx: "nginx",
+  undici: "undici forwarder",
+  fastify: "fastify-http-proxy",
+  direct: "direct (ceiling)",
+};
+
+function num(value, digits = 0) {
+  if (typeof value !== "number" || !Number.isFinite(value)) return "—";
+  return value.toLocaleString("en-US", {
+    minimumFractionDigits: digits,
+    maximumFractionDigits: digits,
+  });
+}
+
+function withRange(s, digits = 0) {
+  if (s.median === null) return "—";
+  if (s.min === s.max) return num(s.median, digits);
+  return `${num(s.median, digits)} (${num(s.min, digits)}–${num(s.max, digits)})`;
+}
+
+function ratio(s) {
+  if (s.median === null) return "—";
+  if (s.min === s.max) return `${num(s.median, 2)}×`;
+  return `${num(s.median, 2)}× (${num(s.min, 2)}–${num(s.max, 2)})`;
+}
+
+function throughputTable(caseSummary, order) {
+  const rows = [
+    "| competitor | req/s median (min–max) | ×nginx | ×undici | p50 ms | p99 ms | CPU s/10k | peak RSS MiB |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
+  ];
+  for (const key of order) {
+    const s = caseSummary[key];
+    if (!s) continue;
+    rows.push(
+      `| ${LABELS[key] ?? key} | ${withRange(s.rps)} | ${key === "nginx" ? "1.00×" : ratio(s.rpsVsNginx)} | ` +
+        `${key === "undici" ? "1.00×" : ratio(s.rpsVsUndici)} | ${num(s.p50Ms.median, 2)} | ${num(s.p99Ms.median, 2)} | ` +
+        `${num(s.cpuSecondsPer10k.median, 3)} | ${num(s.peakRssMiB.max, 1)} |`,
+    );
+  }
+  return rows.join("\n");
+}
+
+function latencyTable(caseSummary, order) {
+  const rows = [
+    "| competitor | achieved req/s | p50 ms | p99 ms | p50 added ms | p99 added ms | CPU s/10k | peak RSS MiB |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
+  ];
+  for (const key of order) {
+    const s = caseSummary[key];
+    if (!s) continue;
+    const added = (d) => (key === "direct" ? "0" : withRange(d, 3));
+    rows.push(
+      `| ${LABELS[key] ?? key} | ${num(s.rps.median)} | ${withRange(s.p50Ms, 3)} | ${withRange(s.p99Ms, 3)} | ` +
+        `${added(s.addedP50Ms)} | ${added(s.addedP99Ms)} | ${num(s.cpuSecondsPer10k.median, 3)} | ${num(s.peakRssMiB.max, 1)} |`,
+    );
+  }
+  return rows.join("\n");
+}
+
+function tokenSection(token) {
+  if (!token) return "_Not measured (bearer-proxy not part of this run)._";
+  const lines = [];
+  if (token.coldBurst) {
+    const b = token.coldBurst;
+    const statuses = Object.entries(b.statuses)
+      .map(([status, count]) => `${status}: ${count}`)
+      .join(", ");
+    lines.push(
+      `- Cold burst: ${b.concurrency} concurrent requests to a fresh proxy (\`token.prefetch: false\`) → ` +
+        `**${b.tokenRequests} token request(s)**; statuses ${statuses}; ` +
+        `latency p50 ${num(b.p50Ms, 1)} ms, p99 ${num(b.p99Ms, 1)} ms, max ${num(b.maxMs, 1)} ms.`,
+    );
+  }
+  if (token.coldBurstError) lines.push(`- Cold burst failed: ${token.coldBurstError}`);
+  if (token.startToReady) {
+    const s = token.startToReady;
+    lines.push(
+      `- Start to ready (spawn → first \`/readyz\` 200, token prefetched): median ${num(s.median, 0)} ms ` +
+        `(${num(s.min, 0)}–${num(s.max, 0)}) over ${s.samples.length} start(s).`,
+    );
+  }
+  if (token.startToReadyError) lines.push(`- Start-to-ready failed: ${token.startToReadyError}`);
+  return lines.join("\n");
+}
+
+function targetsTable(targets) {
+  const rows = [
+    "| target | bearer-proxy | result | undici forwarder | fastify-http-proxy |",
+    "|---|---:|:---:|---:|---:|",
+  ];
+  const show = (r) =>
+    r.value === null ? "—" : `${num(r.value, 2)} ${r.verdict === "PASS" ? "✓" : "✗"}`;
+  for (const t of targets) {
+    const bp = t.results["bearer-proxy"];
+    rows.push(
+      `| ${t.target} | ${bp.value === null ? "—" : num(bp.value, 2)} | ${bp.verdict} | ${show(t.results.undici)} | ${show(t.results.fastify)} |`,
+    );
+  }
+  return rows.join("\n");
+}
+
+/** The whole report as Markdown. */
+export function renderMarkdown({ meta, summary, cases, token, targets, order, problems }) {
+  const parts = [`# bearer-proxy benchmark — ${meta.startedAt}${meta.smoke ? " (smoke)" : ""}`, ""];
+  parts.push(
+    `Rounds: ${meta.rounds} interleaved (each round runs every case on every competitor in turn); ` +
+      `${meta.durationS} s per throughput cell, ${meta.connections} connections, load generator **${meta.generator}**` +
+      `${meta.generatorNote ? ` (${meta.generatorNote})` : ""}. Proxy on core ${meta.proxyCore ?? "any"}; ` +
+      `load generator and upstream on core ${meta.loadCore ?? "any"}${meta.pinned ? "" : " (NOT pinned: taskset or a second core missing)"}. ` +
+      "Ratios are taken within each round, then the median (min–max) over rounds. CPU is user+system time of the " +
+      "proxy process(es) (nginx: master + worker); RSS is sampled every 100 ms.",
+    "",
+  );
+  for (const c of cases) {
+    if (!summary[c.key]) continue;
+    parts.push(`## ${c.label}`, "", throughputTable(summary[c.key], order), "");
+  }
+  if (summary.latency) {
+    parts.push(
+      `## Fixed-rate latency: ${meta.rate} req/s GET /small for ${meta.latencyDurationS} s (open loop, from intended send time)`,
+      "",
+      latencyTable(summary.latency, order),
+      "",
+    );
+  }
+  parts.push("## Token side (bearer-proxy)", "", tokenSection(token), "");
+  parts.push("## Targets (issue 8)", "", targetsTable(targets), "");
+  if (problems.length > 0) parts.push("## Problems", "", ...problems.map((p) => `- ${p}`), "");
+  parts.push("## Environment", "");
+  for (const [name, value] of Object.entries(meta.environment)) parts.push(`- ${name}: ${value}`);
+  if (meta.skipped.length > 0) parts.push(...meta.skipped.map((s) => `- skipped: ${s}`));
+  parts.push("");
+  return parts.join("\n");
+}

@@ -1,0 +1,106 @@
+/**
+ * Command-line options of `npm run bench` and the two modes' defaults.
+ */
+import { parseArgs } from "node:util";
+
+export const ALL_COMPETITORS = ["bearer-proxy", "nginx", "undici", "fastify", "direct"];
+export const ALL_CASES = ["small", "post64k", "early", "get1m", "latency"];
+
+const USAGE = `usage: node bench/run.mjs [--smoke] [options]
+  --smoke                 CI mode: 1 round, 1 s cells, cases small,early,latency
+  --rounds N              interleaved rounds (full: 3)
+  --duration S            seconds per throughput cell (full: 10)
+  --connections N         closed-loop connections (50)
+  --rate R                fixed-rate latency case, req/s (2000)
+  --latency-duration S    seconds per latency cell (full: 10)
+  --competitors LIST      comma list of ${ALL_COMPETITORS.join(",")}
+  --cases LIST            comma list of ${ALL_CASES.join(",")}
+  --generator wrk|node    force the closed-loop generator (default: wrk when installed)
+  --no-install            never apt-get install wrk/nginx
+  --burst N               cold-burst concurrency (1000)
+  --ready-samples N       start-to-ready samples (full: 5)
+  --out DIR               where results go (bench/results)
+  --strict                also exit non-zero when a target FAILs
+  --time-limit S          abort the whole run after S seconds (full: 3600, smoke: 240)`;
+
+/** Bad command-line input (exit code 2). */
+export class UsageError extends Error {
+  name = "UsageError";
+}
+
+function list(value, allowed, name) {
+  const items = value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const item of items) {
+    if (!allowed.includes(item))
+      throw new UsageError(`unknown ${name} "${item}" (allowed: ${allowed.join(", ")})`);
+  }
+  return allowed.filter((a) => items.includes(a));
+}
+
+function positive(value, name) {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${name} must be a positive number`);
+  return n;
+}
+
+/** Parse argv into the run's settings; throws with the usage text on bad input. */
+export function parseSettings(argv) {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        smoke: { type: "boolean", default: false },
+        rounds: { type: "string" },
+        duration: { type: "string" },
+        connections: { type: "string", default: "50" },
+        rate: { type: "string", default: "2000" },
+        "latency-duration": { type: "string" },
+        competitors: { type: "string" },
+        cases: { type: "string" },
+        generator: { type: "string" },
+        "no-install": { type: "boolean", default: false },
+        burst: { type: "string", default: "1000" },
+        "ready-samples": { type: "string" },
+        out: { type: "string" },
+        strict: { type: "boolean", default: false },
+        "time-limit": { type: "string" },
+        help: { type: "boolean", default: false },
+      },
+    }));
+  } catch (error) {
+    throw new UsageError(`${error.message}\n${USAGE}`);
+  }
+  if (values.help) return { help: USAGE };
+  const smoke = values.smoke;
+  if (values.generator && !["wrk", "node"].includes(values.generator)) {
+    throw new UsageError("--generator must be wrk or node");
+  }
+  return {
+    smoke,
+    rounds: Math.round(positive(values.rounds ?? (smoke ? 1 : 3), "rounds")),
+    durationS: positive(values.duration ?? (smoke ? 1 : 10), "duration"),
+    connections: Math.round(positive(values.connections, "connections")),
+    rate: positive(values.rate, "rate"),
+    latencyDurationS: positive(values["latency-duration"] ?? (smoke ? 1 : 10), "latency-duration"),
+    competitors: values.competitors
+      ? list(values.competitors, ALL_COMPETITORS, "competitor")
+      : ALL_COMPETITORS,
+    cases: values.cases
+      ? list(values.cases, ALL_CASES, "case")
+      : smoke
+        ? ["small", "early", "latency"]
+        : ALL_CASES,
+    generatorChoice: values.generator ?? null,
+    install: !values["no-install"],
+    burst: Math.round(positive(values.burst, "burst")),
+    readySamples: Math.round(positive(values["ready-samples"] ?? (smoke ? 1 : 5), "ready-samples")),
+    outDir: values.out ?? null,
+    strict: values.strict,
+    timeLimitS: positive(values["time-limit"] ?? (smoke ? 240 : 3600), "time-limit"),
+    warmupS: smoke ? 0 : 2,
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * Start the upstream, the token emulator and every requested competitor that can run here.
+ * A competitor that cannot be had (nginx not installable, bearer-proxy not built) is skipped
+ * and said so; one that is there but fails to start is a problem (the run exits non-zero).
+ */
+import { join } from "node:path";
+import { bearerProxyMissing, startBearerProxy, startEmulatorProcess } from "./bearer-proxy.mjs";
+import {
+  describeDirect,
+  startFastifyProxy,
+  startNginx,
+  startUndiciForwarder,
+  startUpstream,
+} from "./competitors.mjs";
+
+/**
+ * @returns {Promise<{upstream: object, emulator: object|null, competitors: object[]}>}
+ *   competitors in the requested order (a b c d e).
+ */
+export async function startAll({ settings, tools, ctx, log, problems, skipped }) {
+  const { certs, control, dir, proxyCore, loadCore } = ctx;
+  const upstream = await startUpstream({ core: loadCore, certs });
+  log(`upstream on ${upstream.url}`);
+  let emulator = null;
+  const competitors = [];
+
+  const starters = {
+    "bearer-proxy": async () => {
+      const missing = bearerProxyMissing();
+      if (missing) {
+        problems.push(`bearer-proxy cannot run: ${missing}`);
+        return null;
+      }
+      emulator = await startEmulatorProcess({ core: loadCore, certs });
+      log(`token emulator on ${emulator.url}`);
+      return startBearerProxy({ core: proxyCore, upstream, emulator, certs, dir, control });
+    },
+    nginx: async () => {
+      if (!tools.nginx.path) {
+        skipped.push(`nginx: ${tools.nginx.note}`);
+        log(`nginx skipped: ${tools.nginx.note}`);
+        return null;
+      }
+      return startNginx({
+        core: proxyCore,
+        upstream,
+        certs,
+        nginxPath: tools.nginx.path,
+        dir: join(dir, "nginx"),
+        control,
+      });
+    },
+    undici: () => startUndiciForwarder({ core: proxyCore, upstream, certs }),
+    fastify: () => startFastifyProxy({ core: proxyCore, upstream, certs }),
+    direct: async () => describeDirect(upstream),
+  };
+
+  for (const key of settings.competitors) {
+    try {
+      const competitor = await starters[key]();
+      if (competitor) {
+        competitors.push(competitor);
+        log(`${key} ready on ${competitor.baseUrl}`);
+      }
+    } catch (error) {
+      problems.push(`${key} failed to start: ${error.message}`);
+      log(`${key} failed to start: ${error.message}`);
+    }
+  }
+  return { upstream, emulator, competitors };
+}

@@ -1,0 +1,74 @@
+/**
+ * Turn the raw cells of all rounds into per-case, per-competitor summaries: medians with
+ * min–max, and ratios taken within each round (interleaving makes same-round ratios the
+ * steadiest figure on a shared machine) and then reduced to their median.
+ */
+
+/** Median of the finite numbers in `values`, or null. */
+export function median(values) {
+  const sorted = values
+    .filter((v) => typeof v === "number" && Number.isFinite(v))
+    .sort((a, b) => a - b);
+  if (sorted.length === 0) return null;
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** `{median, min, max}` of the finite numbers in `values` (nulls when none). */
+export function spread(values) {
+  const finite = values.filter((v) => typeof v === "number" && Number.isFinite(v));
+  if (finite.length === 0) return { median: null, min: null, max: null };
+  return { median: median(finite), min: Math.min(...finite), max: Math.max(...finite) };
+}
+
+function ratiosWithin(cells, competitor, reference, field) {
+  const rounds = new Set(cells.map((c) => c.round));
+  const ratios = [];
+  for (const round of rounds) {
+    const a = cells.find((c) => c.round === round && c.competitor === competitor)?.[field];
+    const b = cells.find((c) => c.round === round && c.competitor === reference)?.[field];
+    if (typeof a === "number" && typeof b === "number" && b > 0) ratios.push(a / b);
+  }
+  return spread(ratios);
+}
+
+function differencesWithin(cells, competitor, reference, field) {
+  const rounds = new Set(cells.map((c) => c.round));
+  const diffs = [];
+  for (const round of rounds) {
+    const a = cells.find((c) => c.round === round && c.competitor === competitor)?.[field];
+    const b = cells.find((c) => c.round === round && c.competitor === reference)?.[field];
+    if (typeof a === "number" && typeof b === "number") diffs.push(a - b);
+  }
+  return spread(diffs);
+}
+
+/**
+ * Summaries keyed `[caseKey][competitorKey]`: rps, p50, p99, CPU/10k, peak RSS, ratios to
+ * nginx and to the undici forwarder (req/s and CPU), and latency added over direct.
+ */
+export function summarize(cells, competitorKeys) {
+  const byCase = {};
+  for (const caseKey of new Set(cells.map((c) => c.case))) {
+    const caseCells = cells.filter((c) => c.case === caseKey);
+    byCase[caseKey] = {};
+    for (const key of competitorKeys) {
+      const own = caseCells.filter((c) => c.competitor === key);
+      if (own.length === 0) continue;
+      byCase[caseKey][key] = {
+        rounds: own.length,
+        rps: spread(own.map((c) => c.rps)),
+        p50Ms: spread(own.map((c) => c.p50Ms)),
+        p99Ms: spread(own.map((c) => c.p99Ms)),
+        cpuSecondsPer10k: spread(own.map((c) => c.cpuSecondsPer10k)),
+        peakRssMiB: spread(own.map((c) => c.peakRssMiB)),
+        rpsVsNginx: ratiosWithin(caseCells, key, "nginx", "rps"),
+        rpsVsUndici: ratiosWithin(caseCells, key, "undici", "rps"),
+        cpuVsNginx: ratiosWithin(caseCells, key, "nginx", "cpuSecondsPer10k"),
+        addedP50Ms: differencesWithin(caseCells, key, "direct", "p50Ms"),
+        addedP99Ms: differencesWithin(caseCells, key, "direct", "p99Ms"),
+      };
+    }
+  }
+  return byCase;
+}

@@ -1,0 +1,28 @@
+{{/*
+bearer-proxy.config: the config file bearer-proxy reads, as YAML.
+
+It is `.Values.config` plus what the chart owns, so each number lives in one place:
+  listen    0.0.0.0:<containerPorts.proxy>   (a gateway serves other pods)
+  admin     0.0.0.0:<containerPorts.admin>   (the kubelet probes the pod IP)
+  shutdown  drainDelay/timeout from shutdown.drainDelaySeconds/timeoutSeconds, which also
+            size terminationGracePeriodSeconds
+  tokenCache.redis  from redis.* when redis.enabled
+values.schema.json rejects those keys inside `config`.
+*/}}
+{{- define "bearer-proxy.config" -}}
+{{- $cfg := deepCopy (default dict .Values.config) -}}
+{{- $_ := set $cfg "listen" (dict "host" "0.0.0.0" "port" (int .Values.containerPorts.proxy)) -}}
+{{- $_ = set $cfg "admin" (dict "host" "0.0.0.0" "port" (int .Values.containerPorts.admin)) -}}
+{{- $_ = set $cfg "shutdown" (dict "drainDelay" (printf "%ds" (int .Values.shutdown.drainDelaySeconds)) "timeout" (printf "%ds" (int .Values.shutdown.timeoutSeconds))) -}}
+{{- if .Values.redis.enabled -}}
+{{- $redis := dict "url" .Values.redis.url -}}
+{{- with .Values.redis.keyPrefix }}{{ $_ = set $redis "keyPrefix" . }}{{ end -}}
+{{- with .Values.redis.lockTtl }}{{ $_ = set $redis "lockTtl" . }}{{ end -}}
+{{- with .Values.redis.commandTimeout }}{{ $_ = set $redis "commandTimeout" . }}{{ end -}}
+{{- if not (hasKey $cfg "tokenCache") -}}
+{{- $_ = set $cfg "tokenCache" dict -}}
+{{- end -}}
+{{- $_ = set $cfg.tokenCache "redis" $redis -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}

@@ -1,0 +1,110 @@
+{{/*
+Chart name, truncated to the 63 characters Kubernetes allows in names and label values.
+*/}}
+{{- define "bearer-proxy.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Full resource name: release name + chart name, unless the release name already contains it.
+*/}}
+{{- define "bearer-proxy.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Chart label value: name-version.
+*/}}
+{{- define "bearer-proxy.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Labels that select this release's pods. Never change them: Deployment selectors are immutable.
+*/}}
+{{- define "bearer-proxy.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "bearer-proxy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/*
+Common labels on every object.
+*/}}
+{{- define "bearer-proxy.labels" -}}
+helm.sh/chart: {{ include "bearer-proxy.chart" . }}
+{{ include "bearer-proxy.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: gateway
+app.kubernetes.io/part-of: bearer-proxy
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/*
+ServiceAccount name.
+*/}}
+{{- define "bearer-proxy.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "bearer-proxy.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Image reference: repository@digest when a digest is given, else repository:tag (tag defaults to
+the chart's appVersion).
+*/}}
+{{- define "bearer-proxy.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Name of the ConfigMap holding config.yaml.
+*/}}
+{{- define "bearer-proxy.configMapName" -}}
+{{- default (include "bearer-proxy.fullname" .) .Values.existingConfigMap -}}
+{{- end -}}
+
+{{/*
+terminationGracePeriodSeconds: preStop sleep + drain delay + in-flight timeout + margin, so the
+kubelet's SIGKILL never cuts the drain short.
+*/}}
+{{- define "bearer-proxy.terminationGracePeriodSeconds" -}}
+{{- $s := .Values.shutdown -}}
+{{- add (int $s.preStopSleepSeconds) (int $s.drainDelaySeconds) (int $s.timeoutSeconds) (int $s.extraGraceSeconds) -}}
+{{- end -}}
+
+{{/*
+Port of the Redis server named in redis.url (default 6379). Parsed with a regex rather than
+urlParse because the URL may hold `${REDIS_PASSWORD}`, which Go's URL parser rejects.
+*/}}
+{{- define "bearer-proxy.redisPort" -}}
+{{- $hostport := regexReplaceAll "^rediss?://([^@/]*@)?([^/?#]*).*$" .Values.redis.url "${2}" -}}
+{{- $port := regexFind ":[0-9]+$" $hostport | trimPrefix ":" -}}
+{{- default "6379" $port -}}
+{{- end -}}
+
+{{/*
+Fail early on values that would deploy a pod that cannot start.
+*/}}
+{{- define "bearer-proxy.validate" -}}
+{{- if and (not .Values.existingConfigMap) (not .Values.existingSecret) (contains .Values.secretMountPath (toYaml .Values.config)) -}}
+{{- fail (printf "config refers to files under %s: set existingSecret to the Secret that holds them" .Values.secretMountPath) -}}
+{{- end -}}
+{{- if and .Values.redis.enabled (not .Values.redis.url) -}}
+{{- fail "redis.enabled is true: set redis.url (redis:// or rediss://)" -}}
+{{- end -}}
+{{- end -}}

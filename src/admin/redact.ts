@@ -1,0 +1,52 @@
+/**
+ * Belt and braces for admin output. Nothing the admin routes read should carry a secret
+ * (TokenStatus is secret-free by contract), but an IdP may echo a submitted client secret in an
+ * `error_description`, so inline secrets from the config are scrubbed from every string we emit.
+ */
+import type { UpstreamConfig } from "../config/types.js";
+
+const CENSOR = "[redacted]";
+// Shorter values would match ordinary words and garble the output; no real secret is this short.
+const MIN_SECRET_LENGTH = 4;
+
+export type Scrubber = (text: string) => string;
+
+/** A function that replaces every inline client secret from the config with `[redacted]`. */
+export function createScrubber(upstreams: readonly UpstreamConfig[]): Scrubber {
+  const secrets = new Set<string>();
+  for (const u of upstreams) {
+    const secret = u.token.clientSecret;
+    if (secret.kind === "inline" && secret.value.length >= MIN_SECRET_LENGTH) {
+      secrets.add(secret.value);
+    }
+  }
+  // Longest first, so a secret that contains another is removed whole.
+  const ordered = [...secrets].sort((a, b) => b.length - a.length);
+  if (ordered.length === 0) return (text) => text;
+  return (text) => ordered.reduce((acc, secret) => acc.replaceAll(secret, CENSOR), text);
+}
+
+/** Drop userinfo (`user:pass@`) from a URL before showing it; return the input if unparsable. */
+export function displayUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (!parsed.username && !parsed.password) return url;
+    parsed.username = "";
+    parsed.password = "";
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}
+
+/** Apply `scrub` to every string inside a JSON-like value (keys included). */
+export function scrubDeep<T>(value: T, scrub: Scrubber): T {
+  if (typeof value === "string") return scrub(value) as T;
+  if (Array.isArray(value)) return value.map((v) => scrubDeep(v, scrub)) as T;
+  if (typeof value === "object" && value !== null) {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [scrub(k), scrubDeep(v, scrub)]),
+    ) as T;
+  }
+  return value;
+}

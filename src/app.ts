@@ -1,0 +1,177 @@
+/**
+ * buildApp wires the pieces and never listens on its own: token registry, one undici dispatcher
+ * per upstream, the proxy listener(s), the admin listener, metrics and lifecycle. `main.ts`
+ * runs it; tests build it with port 0.
+ */
+import type { AddressInfo } from "node:net";
+import type { FastifyInstance } from "fastify";
+import type { Dispatcher } from "undici";
+import { createAdminServer } from "./admin/admin-server.js";
+import type { ListenSpec, ProxyConfig, UpstreamConfig } from "./config/types.js";
+import { type Lifecycle, createLifecycle } from "./lifecycle.js";
+import { createDispatcher } from "./net/dispatcher.js";
+import type { Logger } from "./observability/logger.js";
+import { type Metrics, createMetrics } from "./observability/metrics.js";
+import { type ProxyServer, createProxyServer } from "./proxy/proxy-server.js";
+import { type TokenRegistry, createTokenRegistry } from "./token/token-registry.js";
+import { systemClock } from "./token/clock.js";
+import { VERSION } from "./version.js";
+
+export interface AppDeps {
+  logger: Logger;
+  /** Called on POST /quitquitquit. */
+  onQuit?: () => void;
+  metrics?: Metrics;
+}
+
+export interface App {
+  config: ProxyConfig;
+  lifecycle: Lifecycle;
+  metrics: Metrics;
+  tokens: TokenRegistry;
+  admin: FastifyInstance;
+  proxies: readonly ProxyServer[];
+  /** Bind every listener; resolves with the bound addresses (port 0 picks free ports). */
+  listen(): Promise<{ proxy: AddressInfo[]; admin: AddressInfo }>;
+  /** Close listeners (in-flight requests get up to `timeoutMs`), then timers and pools. */
+  close(timeoutMs?: number): Promise<void>;
+}
+
+function listenerKey(listen: ListenSpec): string {
+  return `${listen.host}:${listen.port}`;
+}
+
+/** Upstreams grouped by the listener that serves them: their own, or the main one. */
+function groupByListener(config: ProxyConfig): Map<string, { listen: ListenSpec; upstreams: UpstreamConfig[] }> {
+  const groups = new Map<string, { listen: ListenSpec; upstreams: UpstreamConfig[] }>();
+  groups.set(listenerKey(config.listen), { listen: config.listen, upstreams: [] });
+  for (const upstream of config.upstreams) {
+    const listen = upstream.listen ?? config.listen;
+    const key = listenerKey(listen);
+    let group = groups.get(key);
+    if (!group) {
+      group = { listen, upstreams: [] };
+      groups.set(key, group);
+    }
+    group.upstreams.push(upstream);
+  }
+  return groups;
+}
+
+/**
+ * /startup passes once every prefetched upstream has had a token (a Kubernetes startup probe
+ * then lets the app container start). Lazy upstreams don't hold startup back.
+ */
+function watchStartup(config: ProxyConfig, tokens: TokenRegistry, lifecycle: Lifecycle): NodeJS.Timeout | undefined {
+  const eager = tokens.credentialCount <= Math.min(config.tokenCache.eagerLimit, config.tokenCache.maxSources);
+  const waitingFor = eager ? config.upstreams.filter((u) => u.tokenPolicy.prefetch).map((u) => u.name) : [];
+  const check = (): boolean => {
+    const statuses = tokens.statuses();
+    const pending = waitingFor.filter((name) => {
+      const state = statuses.get(name)?.state;
+      return state !== "valid" && state !== "degraded";
+    });
+    if (pending.length > 0) return false;
+    lifecycle.markStarted();
+    return true;
+  };
+  if (check()) return undefined;
+  const timer = setInterval(() => {
+    if (check()) clearInterval(timer);
+  }, 50);
+  timer.unref();
+  return timer;
+}
+
+export function buildApp(config: ProxyConfig, deps: AppDeps): App {
+  const { logger } = deps;
+  const metrics = deps.metrics ?? createMetrics();
+  const lifecycle = createLifecycle();
+
+  const dispatchers = new Map<string, Dispatcher>();
+  for (const upstream of config.upstreams) {
+    dispatchers.set(
+      upstream.name,
+      createDispatcher({
+        tls: upstream.tls,
+        connections: upstream.connections,
+        connectTimeoutMs: upstream.timeouts.connectMs,
+        headersTimeoutMs: upstream.timeouts.responseHeadersMs,
+        bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
+        egressProxy: config.egressProxy,
+      }),
+    );
+  }
+  const dispatcherFor = (name: string): Dispatcher => {
+    const dispatcher = dispatchers.get(name);
+    if (!dispatcher) throw new Error(`no dispatcher for upstream ${name}`);
+    return dispatcher;
+  };
+
+  const tokens = createTokenRegistry({
+    upstreams: config.upstreams,
+    maxSources: config.tokenCache.maxSources,
+    eagerLimit: config.tokenCache.eagerLimit,
+    dispatcherFor: (upstream: UpstreamConfig) => dispatcherFor(upstream.name),
+    clock: systemClock,
+    logger,
+    metrics,
+  });
+
+  const proxies = [...groupByListener(config).values()]
+    .filter((group) => group.upstreams.length > 0 || group.listen === config.listen)
+    .map((group) =>
+      createProxyServer({
+        config,
+        listen: group.listen,
+        upstreams: group.upstreams,
+        tokenFor: (name: string) => tokens.forUpstream(name),
+        dispatcherFor,
+        metrics,
+        logger,
+        lifecycle,
+      }),
+    );
+
+  const admin = createAdminServer({
+    config,
+    upstreamNames: config.upstreams.map((u) => u.name),
+    upstreams: config.upstreams,
+    tokenStatus: (name: string) => tokens.forUpstream(name).status(),
+    lifecycle,
+    metrics,
+    logger,
+    onQuit: deps.onQuit ?? (() => {}),
+    startedAtWallMs: Date.now(),
+    version: VERSION,
+  });
+
+  let startupWatch: NodeJS.Timeout | undefined;
+  return {
+    config,
+    lifecycle,
+    metrics,
+    tokens,
+    admin,
+    proxies,
+    async listen() {
+      const proxyAddresses: AddressInfo[] = [];
+      for (const proxy of proxies) proxyAddresses.push(await proxy.listen());
+      await admin.listen({ host: config.admin.host, port: config.admin.port });
+      const adminAddress = admin.server.address() as AddressInfo;
+      lifecycle.markRunning();
+      tokens.startEager();
+      startupWatch = watchStartup(config, tokens, lifecycle);
+      return { proxy: proxyAddresses, admin: adminAddress };
+    },
+    async close(timeoutMs = config.shutdown.timeoutMs) {
+      if (startupWatch) clearInterval(startupWatch);
+      lifecycle.markDraining();
+      await Promise.all(proxies.map((proxy) => proxy.close(timeoutMs)));
+      await admin.close();
+      tokens.close();
+      await Promise.all([...dispatchers.values()].map((d) => d.close().catch(() => {})));
+      lifecycle.markStopped();
+    },
+  };
+}

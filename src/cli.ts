@@ -1,0 +1,81 @@
+#!/usr/bin/env node
+/**
+ * `bearer-proxy <command>`: argv -> options, then hands over to src/commands/. Unknown flags are
+ * errors (they are usually typos); every command answers --help and --version.
+ */
+import { type ParseArgsConfig, parseArgs } from "node:util";
+import { COMMANDS, type CommandName, type CommandSpec, commandHelp, mainHelp } from "./commands/command-specs.js";
+import { VERSION } from "./version.js";
+
+type ParsedValues = Record<string, string | boolean | undefined>;
+
+function isCommand(name: string): name is CommandName {
+  return Object.hasOwn(COMMANDS, name);
+}
+
+function parseCommandArgs(spec: CommandSpec, args: string[]): ParsedValues {
+  const options: ParseArgsConfig["options"] = {
+    help: { type: "boolean", short: "h" },
+    version: { type: "boolean", short: "v" },
+  };
+  for (const option of spec.options) {
+    options[option.name] = { type: option.type };
+  }
+  const { values, positionals } = parseArgs({ args, options, strict: true, allowPositionals: true });
+  if (positionals.length > 0) {
+    throw new Error(`unexpected argument "${positionals[0]}" (options start with --)`);
+  }
+  return values as ParsedValues;
+}
+
+export async function runCli(argv: string[]): Promise<number> {
+  let rest = argv;
+  let commandName: CommandName = "run";
+  const first = rest[0];
+  if (first !== undefined && !first.startsWith("-")) {
+    if (first === "help") {
+      process.stdout.write(rest[1] && isCommand(rest[1]) ? commandHelp(rest[1]) : mainHelp());
+      return 0;
+    }
+    if (!isCommand(first)) {
+      process.stderr.write(`bearer-proxy: unknown command "${first}"\n\n${mainHelp()}`);
+      return 2;
+    }
+    commandName = first;
+    rest = rest.slice(1);
+  } else if (rest.includes("--help") || rest.includes("-h")) {
+    // `bearer-proxy --help` is the overview, not `run --help`.
+    process.stdout.write(mainHelp());
+    return 0;
+  }
+  const spec = COMMANDS[commandName];
+  let values: ParsedValues;
+  try {
+    values = parseCommandArgs(spec, rest);
+  } catch (err) {
+    process.stderr.write(`bearer-proxy ${commandName}: ${(err as Error).message}\n\n${commandHelp(commandName)}`);
+    return 2;
+  }
+  if (values.version) {
+    process.stdout.write(`bearer-proxy ${VERSION}\n`);
+    return 0;
+  }
+  if (values.help) {
+    process.stdout.write(commandHelp(commandName));
+    return 0;
+  }
+  return spec.run(values);
+}
+
+runCli(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+    // Long-running commands resolve only after a graceful shutdown; a stray keep-alive socket
+    // must not keep the process up after that.
+    setTimeout(() => process.exit(code), 2_000).unref();
+  },
+  (err: unknown) => {
+    process.stderr.write(`bearer-proxy: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,454 @@
+/**
+ * `bearer-proxy check`: diagnose each upstream step by step, the way an operator would by hand
+ * (dig, nc, openssl s_client, curl the token endpoint, curl the API), printing ✓/✗ per step and a
+ * plain-language hint on failure. Later steps that depend on a failed one are skipped. Never
+ * prints the secret or the token (only its fingerprint).
+ */
+import { lookup } from "node:dns/promises";
+import { connect as connectTcp, isIP } from "node:net";
+import {
+  type ConnectionOptions,
+  checkServerIdentity,
+  connect as connectTls,
+  type DetailedPeerCertificate,
+} from "node:tls";
+import { request } from "undici";
+import { createScrubber, type Scrubber } from "../admin/redact.js";
+import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.js";
+import { BearerProxyError } from "../errors.js";
+import { buildTlsOptions, createDispatcher } from "../net/dispatcher.js";
+import { fingerprint } from "../token/fingerprint.js";
+import { describeTokenUrl } from "../token/response-text.js";
+import { fetchToken, selectUpstreams } from "./token.js";
+
+export interface CheckArgs {
+  config: ProxyConfig;
+  /** Only this upstream; default all. */
+  upstream?: string | undefined;
+  /** Also GET this path (relative to the base URL) with the token. */
+  probePath?: string | undefined;
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+}
+
+type Outcome = { ok: true; detail: string } | { ok: false; detail: string; hint?: string };
+
+const DAY_MS = 86_400_000;
+/** Certificates closer than this to expiry pass with a warning. */
+const EXPIRY_WARNING_DAYS = 14;
+
+/** Run every check; resolves with 0 when all pass, else 1. */
+export async function runCheck(args: CheckArgs): Promise<number> {
+  const chosen = selectUpstreams(args.config, args.upstream, { all: true });
+  if (!chosen.ok) {
+    args.stderr.write(`bearer-proxy check: ${chosen.message}\n`);
+    return 1;
+  }
+  let failures = 0;
+  for (const upstream of chosen.upstreams) {
+    failures += await checkUpstream(args, upstream);
+  }
+  if (failures === 0) {
+    args.stdout.write("\nall checks passed\n");
+    return 0;
+  }
+  args.stderr.write(`\nbearer-proxy check: ${failures} check${failures === 1 ? "" : "s"} failed\n`);
+  return 1;
+}
+
+/** Print an upstream's steps; returns the number of failed steps. */
+async function checkUpstream(args: CheckArgs, upstream: UpstreamConfig): Promise<number> {
+  const secrets: string[] = [];
+  const configScrub = createScrubber([upstream]);
+  const scrub: Scrubber = (text) =>
+    secrets.reduce((acc, s) => (s ? acc.split(s).join("[redacted]") : acc), configScrub(text));
+  let failures = 0;
+  const print = (label: string, outcome: Outcome | { skipped: string }) => {
+    if ("skipped" in outcome) {
+      args.stdout.write(scrub(`  - ${label.padEnd(6)} skipped: ${outcome.skipped}\n`));
+      return;
+    }
+    args.stdout.write(scrub(`  ${outcome.ok ? "✓" : "✗"} ${label.padEnd(6)} ${outcome.detail}\n`));
+    if (!outcome.ok) {
+      failures += 1;
+      if (outcome.hint) args.stdout.write(scrub(`           hint: ${outcome.hint}\n`));
+    }
+  };
+
+  args.stdout.write(
+    scrub(`upstream ${upstream.name}: ${upstream.baseUrl} (API version ${upstream.apiVersion})\n`),
+  );
+  const endpoints = distinctEndpoints(upstream);
+  const reachable = new Map<string, boolean>();
+  for (const endpoint of endpoints) {
+    const prefix = endpoints.length > 1 ? `${endpoint.label}: ` : "";
+    if (args.config.egressProxy) {
+      const why = `connections go through the egress proxy ${describeTokenUrl(args.config.egressProxy)}`;
+      for (const label of ["DNS", "TCP", "TLS"]) print(label, { skipped: `${prefix}${why}` });
+      reachable.set(endpoint.origin, true);
+      continue;
+    }
+    const steps: [string, () => Promise<Outcome>][] = [
+      ["DNS", () => checkDns(endpoint.host)],
+      ["TCP", () => checkTcp(endpoint.host, endpoint.port, upstream.timeouts.connectMs)],
+      [
+        "TLS",
+        () => checkTls(endpoint.host, endpoint.port, endpoint.tls, upstream.timeouts.connectMs),
+      ],
+    ];
+    let ok = true;
+    for (const [label, run] of steps) {
+      if (!ok) {
+        print(label, { skipped: `${prefix}an earlier step failed` });
+        continue;
+      }
+      const outcome = await run();
+      print(label, { ...outcome, detail: `${prefix}${outcome.detail}` });
+      ok = outcome.ok;
+    }
+    reachable.set(endpoint.origin, ok);
+  }
+
+  const tokenOrigin = new URL(upstream.token.tokenUrl).origin;
+  let token: string | undefined;
+  if (!reachable.get(tokenOrigin)) {
+    print("token", { skipped: "the token endpoint is not reachable" });
+  } else {
+    const result = await fetchToken(args.config, upstream);
+    if (result.ok) {
+      token = result.token.accessToken;
+      secrets.push(token);
+      print("token", {
+        ok: true,
+        detail: describeToken(upstream, result.token, result.durationMs),
+      });
+    } else {
+      print("token", {
+        ok: false,
+        detail: result.message,
+        hint: tokenHint(result.error, upstream),
+      });
+    }
+  }
+
+  if (args.probePath !== undefined) {
+    if (!token) print("API", { skipped: "no token" });
+    else if (!reachable.get(upstream.origin)) print("API", { skipped: "the API is not reachable" });
+    else print("API", await probeApi(args.config, upstream, args.probePath, token));
+  }
+  return failures;
+}
+
+interface Endpoint {
+  label: string;
+  origin: string;
+  host: string;
+  port: number;
+  tls: UpstreamTls;
+}
+
+/** The token endpoint's and the API's origins, once each when they are the same. */
+function distinctEndpoints(upstream: UpstreamConfig): Endpoint[] {
+  const make = (label: string, url: string, tls: UpstreamTls): Endpoint => {
+    const parsed = new URL(url);
+    const port = parsed.port ? Number(parsed.port) : parsed.protocol === "http:" ? 80 : 443;
+    return {
+      label,
+      origin: parsed.origin,
+      host: parsed.hostname.replace(/^\[|\]$/g, ""),
+      port,
+      tls,
+    };
+  };
+  const tokenEndpoint = make("token endpoint", upstream.token.tokenUrl, upstream.token.tls);
+  const api = make("API", upstream.baseUrl, upstream.tls);
+  if (tokenEndpoint.origin === api.origin) return [{ ...api, label: "token endpoint and API" }];
+  return [tokenEndpoint, api];
+}
+
+async function checkDns(host: string): Promise<Outcome> {
+  if (isIP(host)) return { ok: true, detail: `${host} is an IP address` };
+  try {
+    const addresses = await lookup(host, { all: true });
+    return { ok: true, detail: `${host} → ${addresses.map((a) => a.address).join(", ")}` };
+  } catch (error) {
+    const code = errorCode(error);
+    return {
+      ok: false,
+      detail: `${host} does not resolve (${code ?? describe(error)})`,
+      hint:
+        code === "ENOTFOUND"
+          ? "check the host name in the URL; inside a cluster, check the DNS name and namespace"
+          : "the resolver did not answer: check this machine's DNS settings",
+    };
+  }
+}
+
+function checkTcp(host: string, port: number, timeoutMs: number): Promise<Outcome> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const socket = connectTcp({ host, port, timeout: timeoutMs });
+    socket.once("connect", () => {
+      const detail = `connected to ${socket.remoteAddress}:${port} in ${ms(started)} ms`;
+      socket.destroy();
+      resolve({ ok: true, detail });
+    });
+    socket.once("timeout", () => {
+      socket.destroy();
+      resolve({
+        ok: false,
+        detail: `no answer from ${host}:${port} within ${timeoutMs} ms`,
+        hint: "a firewall or network policy may drop the traffic, or an egress proxy is needed (egressProxy)",
+      });
+    });
+    socket.once("error", (error) => {
+      const code = errorCode(error);
+      resolve({
+        ok: false,
+        detail: `cannot connect to ${host}:${port} (${code ?? describe(error)})`,
+        hint:
+          code === "ECONNREFUSED"
+            ? "nothing listens there: check the port in the URL and that the service is up"
+            : "check the network path to this host",
+      });
+    });
+  });
+}
+
+// The probe handshake verifies nothing by itself (rejectUnauthorized: false) so it can still show
+// the certificate when verification fails; it sends no data, and the verdict below applies the
+// same CA set and hostname check the proxy uses.
+function checkTls(
+  host: string,
+  port: number,
+  tls: UpstreamTls,
+  timeoutMs: number,
+): Promise<Outcome> {
+  let options: ReturnType<typeof buildTlsOptions>;
+  try {
+    options = buildTlsOptions(tls, process.env.NODE_EXTRA_CA_CERTS);
+  } catch (error) {
+    return Promise.resolve({
+      ok: false,
+      detail: `cannot load the TLS files (${describe(error)})`,
+      hint: "check tls.caFile / certFile / keyFile: the paths must exist and be readable",
+    });
+  }
+  const name = tls.serverName ?? host;
+  return new Promise((resolve) => {
+    const connectOptions: ConnectionOptions = {
+      ...options,
+      host,
+      port,
+      servername: isIP(name) ? undefined : name,
+      rejectUnauthorized: false,
+      timeout: timeoutMs,
+    };
+    const socket = connectTls(connectOptions);
+    socket.once("secureConnect", () => {
+      const cert = socket.getPeerCertificate(true);
+      const verdict = tlsVerdict(name, cert, socket.authorizationError, socket.getProtocol());
+      socket.destroy();
+      resolve(verdict);
+    });
+    socket.once("timeout", () => {
+      socket.destroy();
+      resolve({
+        ok: false,
+        detail: `no TLS handshake within ${timeoutMs} ms`,
+        hint: "is this port really HTTPS?",
+      });
+    });
+    socket.once("error", (error) => {
+      resolve({
+        ok: false,
+        detail: `TLS handshake failed (${describe(error)})`,
+        hint: /wrong version number|packet length too long/i.test(describe(error))
+          ? "the server does not speak TLS on this port: check the URL's scheme and port"
+          : "check that the server supports TLS 1.2 or later",
+      });
+    });
+  });
+}
+
+function tlsVerdict(
+  name: string,
+  cert: DetailedPeerCertificate,
+  authorizationError: Error | string | undefined,
+  protocol: string | null,
+): Outcome {
+  const subject = firstOf(cert.subject?.CN) ?? "(no CN)";
+  const issuer = firstOf(cert.issuer?.CN) ?? firstOf(cert.issuer?.O) ?? "(unknown)";
+  const notAfterMs = Date.parse(cert.valid_to);
+  const daysLeft = Math.floor((notAfterMs - Date.now()) / DAY_MS);
+  const san = cert.subjectaltname ?? "none";
+  const identityError = checkServerIdentity(name, cert);
+  const summary = `${protocol ?? "TLS"}, subject CN=${subject}, SAN ${san}, issuer CN=${issuer}, valid until ${new Date(notAfterMs).toISOString().slice(0, 10)} (${daysLeft} days left)`;
+  const rawCode =
+    typeof authorizationError === "string" ? authorizationError : errorCode(authorizationError);
+  // With SNI set, Node folds the hostname check into authorizationError; report it as such.
+  const code = rawCode === "ERR_TLS_CERT_ALTNAME_INVALID" ? undefined : rawCode;
+  if (code === "CERT_HAS_EXPIRED") {
+    return {
+      ok: false,
+      detail: `certificate expired: ${summary}`,
+      hint: "the server's certificate has expired: it must be renewed on the server",
+    };
+  }
+  if (code === "CERT_NOT_YET_VALID") {
+    return {
+      ok: false,
+      detail: `certificate not yet valid: ${summary}`,
+      hint: "check this machine's clock",
+    };
+  }
+  if (code !== undefined) {
+    return {
+      ok: false,
+      detail: `certificate not trusted (${code}): ${summary}`,
+      hint: `it is signed by "${issuer}", a CA this machine does not trust: set tls.caFile to the CA that signed it`,
+    };
+  }
+  if (identityError || rawCode === "ERR_TLS_CERT_ALTNAME_INVALID") {
+    return {
+      ok: false,
+      detail: `certificate does not match ${name}: ${summary}`,
+      hint: `the certificate is for ${san}: use one of those names in the URL, or set tls.serverName`,
+    };
+  }
+  const warning = daysLeft < EXPIRY_WARNING_DAYS ? " — expires soon, renew it" : "";
+  return { ok: true, detail: `${summary}, matches ${name}${warning}` };
+}
+
+function describeToken(
+  upstream: UpstreamConfig,
+  token: {
+    accessToken: string;
+    expiresInSeconds: number | undefined;
+    scope: string | undefined;
+    expiresInClamped: boolean;
+  },
+  durationMs: number,
+): string {
+  const lifetime =
+    token.expiresInSeconds === undefined
+      ? `no expires_in (assuming ${Math.round(upstream.tokenPolicy.defaultExpiresInMs / 1000)} s)`
+      : `lifetime ${token.expiresInSeconds} s${token.expiresInClamped ? " (clamped)" : ""}`;
+  return `200 from ${describeTokenUrl(upstream.token.tokenUrl)} in ${durationMs} ms; granted scope ${token.scope === undefined ? "(none stated)" : JSON.stringify(token.scope)}; ${lifetime}; token fingerprint ${fingerprint(token.accessToken)}`;
+}
+
+/** A plain-language next step for a failed token request. */
+function tokenHint(error: unknown, upstream: UpstreamConfig): string | undefined {
+  if (!(error instanceof BearerProxyError)) return undefined;
+  const details = error.details ?? {};
+  const idpError = typeof details.idpError === "string" ? details.idpError : undefined;
+  const status = typeof details.status === "number" ? details.status : undefined;
+  switch (idpError) {
+    case "invalid_client":
+      return "the token endpoint says invalid_client: check clientId / clientSecret (and token.clientAuth: body or basic)";
+    case "unauthorized_client":
+      return "the token endpoint says unauthorized_client: this client may not use the client_credentials grant";
+    case "invalid_scope":
+      return "the token endpoint says invalid_scope: check token.scope";
+    case "invalid_request":
+      return "the token endpoint did not accept the request: check token.format (form or json) and extra parameters";
+    case "unsupported_grant_type":
+      return "the token endpoint does not support client_credentials at this URL: check the token path";
+  }
+  switch (error.code) {
+    case "BP_ERR_SECRET_FILE":
+      return "check that the clientId/clientSecret files exist, are readable and not empty";
+    case "BP_ERR_TOKEN_TIMEOUT":
+      return `no answer within ${upstream.tokenPolicy.requestTimeoutMs} ms: the endpoint is slow or traffic is dropped (token.requestTimeout)`;
+    case "BP_ERR_TOKEN_REDIRECT":
+      return "the token URL redirects; configure the final URL (redirects are never followed with credentials)";
+    case "BP_ERR_TOKEN_RESPONSE_INVALID":
+      return "the answer is not an OAuth token response: is the token URL (apiVersion / token path) right?";
+    case "BP_ERR_TOKEN_NETWORK":
+      return "the request did not get through: see the DNS/TCP/TLS steps above";
+  }
+  if (status === 404) {
+    return `no token endpoint at ${describeTokenUrl(upstream.token.tokenUrl)}: check apiVersion (default uses /iam/v1/oauth2/token, scripting-preview /oauth2/token)`;
+  }
+  if (status === 401 || status === 403)
+    return "the credentials were refused: check clientId / clientSecret";
+  if (status !== undefined && status >= 500)
+    return "the token endpoint failed on its side: try again later or ask its operators";
+  return undefined;
+}
+
+async function probeApi(
+  config: ProxyConfig,
+  upstream: UpstreamConfig,
+  probePath: string,
+  token: string,
+): Promise<Outcome> {
+  const path = probePath.startsWith("/") ? probePath : `/${probePath}`;
+  const dispatcher = createDispatcher({
+    tls: upstream.tls,
+    connections: 1,
+    connectTimeoutMs: upstream.timeouts.connectMs,
+    headersTimeoutMs: upstream.timeouts.responseHeadersMs,
+    bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
+    egressProxy: config.egressProxy,
+  });
+  const started = performance.now();
+  try {
+    const headers: Record<string, string> = {
+      ...upstream.headers,
+      authorization: `Bearer ${token}`,
+    };
+    if (upstream.versionHeader !== undefined) headers["x-version"] = upstream.versionHeader;
+    const response = await request(`${upstream.baseUrl}${path}`, {
+      method: "GET",
+      headers,
+      dispatcher,
+    });
+    await response.body.dump().catch(() => {});
+    const status = response.statusCode;
+    const detail = `GET ${path} → ${status} in ${ms(started)} ms`;
+    if (status < 300) return { ok: true, detail };
+    return { ok: false, detail, hint: apiHint(status, upstream) };
+  } catch (error) {
+    return {
+      ok: false,
+      detail: `GET ${path} failed (${describe(error)})`,
+      hint: "see the DNS/TCP/TLS steps above",
+    };
+  } finally {
+    await dispatcher.close().catch(() => {});
+  }
+}
+
+function apiHint(status: number, upstream: UpstreamConfig): string {
+  if (status === 401) {
+    return "the API rejected a fresh token: check that the base URL and token endpoint are the same environment, and apiVersion";
+  }
+  if (status === 403) return "the token is valid but not allowed here: check the granted scope";
+  if (status === 404) {
+    return upstream.versionHeader === undefined
+      ? "no such path: default-version paths start with a prefix such as /platform/v1/"
+      : "no such path: check --probe-path (preview paths have no /platform/v1/ prefix)";
+  }
+  if (status < 400)
+    return "the API redirects: use the final URL as baseUrl (redirects are never followed)";
+  if (status >= 500) return "the API failed on its side";
+  return "the API refused the request";
+}
+
+function firstOf(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null | undefined)?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function ms(started: number): number {
+  return Math.round(performance.now() - started);
+}

@@ -1,0 +1,61 @@
+/** `bearer-proxy run`: load config, start, run until a signal or /quitquitquit. */
+import { loadConfigWithWarnings } from "../config/load.js";
+import type { ProxyConfig } from "../config/types.js";
+import { BearerProxyError, ConfigError } from "../errors.js";
+import { startProxy } from "../main.js";
+import { createLogger, type Logger } from "../observability/logger.js";
+import { configFileFrom, configFlagsFrom } from "./config-flags.js";
+
+type Values = Record<string, string | boolean | undefined>;
+
+/** One clear line per upstream, so an operator sees at a glance where tokens come from. */
+export function announce(config: ProxyConfig, logger: Logger, addresses: { proxy: { port: number }[]; admin: { port: number } }): void {
+  for (const upstream of config.upstreams) {
+    logger.info(
+      {
+        upstream: upstream.name,
+        baseUrl: upstream.baseUrl,
+        apiVersion: upstream.apiVersion,
+        tokenUrl: upstream.token.tokenUrl,
+        match: upstream.match,
+        listen: upstream.listen ?? config.listen,
+      },
+      `upstream ${upstream.name}: ${upstream.baseUrl} (version ${upstream.apiVersion}), token endpoint ${upstream.token.tokenUrl}`,
+    );
+  }
+  logger.info(
+    { proxyPorts: addresses.proxy.map((a) => a.port), adminPort: addresses.admin.port },
+    `proxy listening on ${config.listen.host}:${addresses.proxy[0]?.port}, admin on ${config.admin.host}:${addresses.admin.port}`,
+  );
+}
+
+/** Load config and exit 1 with every problem listed when it is invalid. */
+export async function loadOrReport(values: Values): Promise<{ config: ProxyConfig; warnings: string[] } | undefined> {
+  try {
+    return await loadConfigWithWarnings({ configFile: configFileFrom(values), flags: configFlagsFrom(values) });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      return undefined;
+    }
+    throw err;
+  }
+}
+
+export async function runCommand(values: Values): Promise<number> {
+  const loaded = await loadOrReport(values);
+  if (!loaded) return 1;
+  const { config, warnings } = loaded;
+  const logger = createLogger({ level: config.log.level, format: config.log.format });
+  for (const warning of warnings) logger.warn(warning);
+  try {
+    const running = await startProxy(config, { logger, handleSignals: true });
+    announce(config, logger, running.addresses);
+    return await running.done;
+  } catch (err) {
+    const message = err instanceof BearerProxyError ? err.message : (err as Error).message;
+    logger.fatal({ code: (err as { code?: string }).code }, `cannot start: ${message}`);
+    process.stderr.write(`bearer-proxy: cannot start: ${message}\n`);
+    return 1;
+  }
+}

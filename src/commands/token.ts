@@ -1,0 +1,109 @@
+/**
+ * `bearer-proxy token [--upstream NAME]`: fetch one fresh access token and print it, alone, on
+ * stdout, so scripts can do `TOKEN=$(bearer-proxy token)`. Diagnostics go to stderr and never
+ * contain the secret or the token. Also home of the small helpers `check` shares.
+ */
+import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
+import { BearerProxyError } from "../errors.js";
+import { createDispatcher } from "../net/dispatcher.js";
+import { requestToken, type TokenResponse } from "../token/client-credentials.js";
+import { createCredentialReader } from "../token/secret-reader.js";
+
+export interface TokenArgs {
+  config: ProxyConfig;
+  /** Upstream name; may be omitted when the config has exactly one. */
+  upstream?: string | undefined;
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+}
+
+/** Print a fresh token for one upstream; resolves with the exit code (0 ok, 1 failure). */
+export async function runToken(args: TokenArgs): Promise<number> {
+  const chosen = selectUpstreams(args.config, args.upstream, { all: false });
+  if (!chosen.ok) {
+    args.stderr.write(`bearer-proxy token: ${chosen.message}\n`);
+    return 1;
+  }
+  const upstream = chosen.upstreams[0]!;
+  const result = await fetchToken(args.config, upstream);
+  if (!result.ok) {
+    args.stderr.write(`bearer-proxy token: upstream ${upstream.name}: ${result.message}\n`);
+    return 1;
+  }
+  args.stdout.write(`${result.token.accessToken}\n`);
+  return 0;
+}
+
+export type UpstreamSelection =
+  | { ok: true; upstreams: UpstreamConfig[] }
+  | { ok: false; message: string };
+
+/**
+ * The upstream(s) a command works on: the named one, or without a name every upstream (`all`)
+ * or the only one.
+ */
+export function selectUpstreams(
+  config: ProxyConfig,
+  name: string | undefined,
+  options: { all: boolean },
+): UpstreamSelection {
+  const names = config.upstreams.map((u) => u.name);
+  if (name !== undefined) {
+    const found = config.upstreams.find((u) => u.name === name);
+    if (found) return { ok: true, upstreams: [found] };
+    return { ok: false, message: `no upstream named "${name}"; configured: ${names.join(", ")}` };
+  }
+  if (config.upstreams.length === 0) return { ok: false, message: "no upstreams configured" };
+  if (options.all || config.upstreams.length === 1)
+    return { ok: true, upstreams: [...config.upstreams] };
+  return {
+    ok: false,
+    message: `several upstreams are configured; choose one with --upstream NAME: ${names.join(", ")}`,
+  };
+}
+
+export type TokenFetchResult =
+  | { ok: true; token: TokenResponse; durationMs: number }
+  | { ok: false; error: unknown; message: string; durationMs: number };
+
+/**
+ * Read the upstream's credentials and ask its token endpoint once, on a dispatcher of its own
+ * with the same TLS settings the proxy uses. Failure messages are secret-free.
+ */
+export async function fetchToken(
+  config: ProxyConfig,
+  upstream: UpstreamConfig,
+): Promise<TokenFetchResult> {
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
+  const reader = createCredentialReader(upstream.token, { pollIntervalMs: 0 });
+  let secret: string | undefined;
+  let dispatcher: ReturnType<typeof createDispatcher> | undefined;
+  try {
+    const credentials = await reader.read();
+    secret = credentials.clientSecret;
+    const timeoutMs = upstream.tokenPolicy.requestTimeoutMs;
+    dispatcher = createDispatcher({
+      tls: upstream.token.tls,
+      connections: 1,
+      connectTimeoutMs: upstream.timeouts.connectMs,
+      headersTimeoutMs: timeoutMs,
+      bodyTimeoutMs: timeoutMs,
+      egressProxy: config.egressProxy,
+    });
+    const token = await requestToken(upstream.token, credentials, { dispatcher, timeoutMs });
+    return { ok: true, token, durationMs: elapsed() };
+  } catch (error) {
+    return { ok: false, error, message: safeMessage(error, secret), durationMs: elapsed() };
+  } finally {
+    reader.close();
+    await dispatcher?.close().catch(() => {});
+  }
+}
+
+/** An error's message with the secret cut out (our errors never hold one; others might). */
+export function safeMessage(error: unknown, secret: string | undefined): string {
+  const text =
+    error instanceof BearerProxyError || error instanceof Error ? error.message : String(error);
+  return secret && secret.length > 0 ? text.split(secret).join("[redacted]") : text;
+}

@@ -1,0 +1,164 @@
+/**
+ * `loadConfig`: config file (YAML) + `BEARER_PROXY_*` env + flags → one validated, frozen
+ * `ProxyConfig`, or a `ConfigError` listing every problem at once.
+ *
+ * Order: parse YAML → interpolate `${VAR}` → merge env/flags (flags > env > file) → coerce
+ * interpolated numbers/booleans → schema → semantic checks → defaults and derived values.
+ */
+import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import type { ConfigIssue } from "../errors.js";
+import { coerceDocument } from "./coerce.js";
+import { applyOverrides, CONFIG_ENV, type ConfigFlags } from "./env-overrides.js";
+import { type Env, interpolateDocument } from "./interpolate.js";
+import { IssueList, type RawIssue, toPointer } from "./issues.js";
+import { deepFreeze, normalizeConfig } from "./normalize.js";
+import { type ParsedYaml, parseYaml } from "./parse-yaml.js";
+import { createConfigError, issueText, type ReportContext, toConfigIssue } from "./report.js";
+import { ConfigFile } from "./schema.js";
+import { validateSchema } from "./schema-errors.js";
+import type { ProxyConfig } from "./types.js";
+import { validateSemantics } from "./validate-semantics.js";
+
+export type { ConfigFlags } from "./env-overrides.js";
+export { configErrorWarnings, formatConfigError } from "./report.js";
+
+/** Where the configuration comes from. */
+export interface LoadConfigOptions {
+  /** Config file path (relative to `cwd`). Without it, `BEARER_PROXY_CONFIG` may name one. */
+  configFile?: string;
+  /** YAML text used instead of reading `configFile` (tests); `configFile` then only sets the base folder. */
+  configText?: string;
+  /** Environment for `${VAR}` and `BEARER_PROXY_*`. Default `process.env`. */
+  env?: Record<string, string | undefined>;
+  /** Command-line settings; they win over env and file. */
+  flags?: ConfigFlags;
+  /** Base of relative paths given by flags/env and of `configFile`. Default `process.cwd()`. */
+  cwd?: string;
+}
+
+/** A loaded config and the warnings worth showing (insecure HTTP, unknown variables, …). */
+export interface LoadedConfig {
+  config: ProxyConfig;
+  /** `path: message` lines. */
+  warnings: string[];
+}
+
+/** Load, validate and freeze the configuration. Throws `ConfigError` with every problem. */
+export async function loadConfig(options: LoadConfigOptions = {}): Promise<ProxyConfig> {
+  return (await loadConfigWithWarnings(options)).config;
+}
+
+/** `loadConfig`, also returning the warnings. A thrown ConfigError carries them too (`configErrorWarnings`). */
+export async function loadConfigWithWarnings(
+  options: LoadConfigOptions = {},
+): Promise<LoadedConfig> {
+  const env: Env = options.env ?? process.env;
+  const cwd = resolve(options.cwd ?? process.cwd());
+  const { text, file } = await readSource(options, env, cwd);
+  const hasFile = text !== undefined;
+
+  let parsed: ParsedYaml | undefined;
+  if (text !== undefined) {
+    parsed = parseYaml(text);
+    if (parsed.errors.length > 0) {
+      const report = { doc: undefined, provenance: new Map(), vars: new Map() };
+      throw createConfigError(
+        parsed.errors.map((e) => toConfigIssue(e, report)),
+        parsed.warnings.map((w) => issueText(toConfigIssue(w, report))),
+        file,
+      );
+    }
+  }
+
+  const interpolation = new IssueList();
+  const { value, trace } = interpolateDocument(parsed?.value, env, interpolation);
+  const issues = new IssueList();
+  const merged = applyOverrides(value, { env, flags: options.flags ?? {}, hasFile }, issues);
+  const stillCounts = (path: RawIssue["path"]) => !isReplaced(toPointer(path), merged.replaced);
+  const doc = merged.doc;
+  coerceDocument(doc, trace.whole.filter(stillCounts), ConfigFile);
+
+  const schemaIssues = new IssueList();
+  validateSchema(doc, schemaIssues);
+  const baseDir = file === undefined ? cwd : dirname(file);
+  const pathContext = { baseDir, cwd, provenance: merged.provenance };
+  await validateSemantics(doc, { ...pathContext, hasFile }, issues);
+
+  const nothingToProxy = !hasFile && issues.issues.some((i) => i.source === "config");
+  const unresolved = interpolation.issues.filter((i) => stillCounts(i.path));
+  // A value with an unset variable is wrong because of it: don't also report its consequences.
+  const unresolvedAt = new Set(unresolved.map((i) => toPointer(i.path)));
+  const all: RawIssue[] = [
+    ...unresolved,
+    ...issues.issues.filter((i) => i.source !== undefined),
+    // Without file and base URL, "upstreams: required" would only repeat "nothing to proxy".
+    ...schemaIssues.issues.filter((i) => !(nothingToProxy && i.path.join(".") === "upstreams")),
+    ...issues.issues.filter((i) => i.source === undefined),
+  ].filter(
+    (i) => i.source !== undefined || unresolved.includes(i) || !unresolvedAt.has(toPointer(i.path)),
+  );
+  const report: ReportContext = {
+    doc,
+    provenance: merged.provenance,
+    vars: trace.vars,
+    ...(parsed ? { lineOf: parsed.lineOf } : {}),
+  };
+  const warnings = [...(parsed?.warnings ?? []), ...issues.warnings].map((w) =>
+    issueText(toConfigIssue(w, report)),
+  );
+  if (all.length > 0) throw createConfigError(sortIssues(all, report), warnings, file);
+  const config = deepFreeze(normalizeConfig(doc as ConfigFile, pathContext));
+  return { config, warnings };
+}
+
+/** Env/flag problems first, then file problems in line order (phase order breaks ties). */
+function sortIssues(raw: readonly RawIssue[], report: ReportContext): ConfigIssue[] {
+  const keyed = raw.map((issue, index) => {
+    const shown = toConfigIssue(issue, report);
+    const fromFile =
+      issue.source === undefined &&
+      !shown.path.startsWith("env ") &&
+      !shown.path.startsWith("flag ");
+    const line = fromFile ? (report.lineOf?.(issue.path) ?? Number.MAX_SAFE_INTEGER) : -1;
+    return { shown, line, index };
+  });
+  keyed.sort((a, b) => a.line - b.line || a.index - b.index);
+  return keyed.map((k) => k.shown);
+}
+
+/** Whether a value at `pointer` (or an ancestor) was replaced by an env/flag override. */
+function isReplaced(pointer: string, replaced: ReadonlySet<string>): boolean {
+  for (const r of replaced) if (pointer === r || pointer.startsWith(`${r}/`)) return true;
+  return false;
+}
+
+async function readSource(
+  options: LoadConfigOptions,
+  env: Env,
+  cwd: string,
+): Promise<{ text: string | undefined; file: string | undefined }> {
+  let label = "config file";
+  let name = options.configFile;
+  if (name === undefined && options.configText === undefined && env[CONFIG_ENV]) {
+    name = env[CONFIG_ENV];
+    label = `env ${CONFIG_ENV}`;
+  }
+  const file = name === undefined ? undefined : resolve(cwd, name);
+  if (options.configText !== undefined) return { text: options.configText, file };
+  if (file === undefined) return { text: undefined, file };
+  try {
+    return { text: await readFile(file, "utf8"), file };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason =
+      code === "ENOENT"
+        ? "no such file"
+        : code === "EISDIR"
+          ? "it is a directory"
+          : code === "EACCES"
+            ? "permission denied"
+            : (code ?? String(error));
+    throw createConfigError([{ path: label, message: `cannot read ${file}: ${reason}` }], [], file);
+  }
+}

@@ -1,0 +1,242 @@
+/**
+ * A valid `ConfigFile` (schema + semantic checks passed) → the runtime `ProxyConfig`: defaults
+ * applied, durations in ms, sizes in bytes, file paths absolute, header names lowercase, token
+ * URLs and version headers derived.
+ */
+import { isAbsolute, resolve } from "node:path";
+import { DEFAULT_API_VERSION, KNOWN_API_VERSIONS, resolveApiVersion } from "./api-versions.js";
+import { type IssuePath, toPointer } from "./issues.js";
+import type { ConfigFile, UpstreamConfigFile } from "./schema.js";
+import type {
+  ListenSpec,
+  ProxyConfig,
+  SecretSource,
+  TokenPolicy,
+  UpstreamConfig,
+  UpstreamTls,
+} from "./types.js";
+import { parseByteSize, parseDurationMs } from "./units.js";
+
+/** Every default, in the file's own units; schema.ts documents each next to its field. */
+export const DEFAULTS = {
+  listen: { host: "127.0.0.1", port: 8080 },
+  admin: { host: "127.0.0.1", port: 9901 },
+  log: { level: "info", format: "json" },
+  limits: {
+    maxHeaderSize: "16KiB",
+    maxHeaderCount: 100,
+    maxUrlLength: "8KiB",
+    headersTimeout: "10s",
+    keepAliveTimeout: "5s",
+    maxConnections: 10_000,
+  },
+  shutdown: { drainDelay: "5s", timeout: "30s" },
+  tokenCache: {
+    maxSources: 20_000,
+    eagerLimit: 100,
+    redis: { keyPrefix: "bearer-proxy:", lockTtl: "15s", commandTimeout: "500ms" },
+  },
+  upstream: {
+    apiVersion: DEFAULT_API_VERSION,
+    tokenRequestFormat: "form",
+    clientAuth: "body",
+    match: { pathPrefix: "/", hosts: [] as readonly string[] },
+    /** Host of an upstream's own listener when it names only a port. */
+    listenHost: "127.0.0.1",
+    stripPrefix: false,
+    allowInsecureHttp: false,
+    clientCredentials: "strip",
+    forwardedHeaders: false,
+    replayBodyLimit: "1MiB",
+    connections: 128,
+    timeouts: { connect: "10s", responseHeaders: "30s", bodyIdle: "60s" },
+    token: {
+      defaultExpiresIn: "600s",
+      refreshWindow: [0.75, 0.85] as const,
+      timeout: "10s",
+      waitTimeout: "5s",
+      minAgeBeforeInvalidate: "2s",
+      minRefreshInterval: "1s",
+      initialBackoff: "1s",
+      maxBackoff: "30s",
+      prefetch: true,
+    },
+  },
+} as const;
+
+/** Where relative paths are resolved from, and which values came from env/flags. */
+export interface PathContext {
+  /** Folder of the config file (cwd without one): base of paths written in the file. */
+  baseDir: string;
+  /** Base of paths given by env variables and flags. */
+  cwd: string;
+  /** JSON pointer → env variable / flag that set it. */
+  provenance: ReadonlyMap<string, string>;
+}
+
+/** Absolute form of a file path found at `path` in the document. */
+export function resolveFilePath(path: IssuePath, value: string, ctx: PathContext): string {
+  if (isAbsolute(value)) return resolve(value);
+  return resolve(ctx.provenance.has(toPointer(path)) ? ctx.cwd : ctx.baseDir, value);
+}
+
+/**
+ * A host entry as the router compares it: lowercase `host:port`, port 80 when none is given
+ * (plain-HTTP clients omit it).
+ */
+export function normalizeHostEntry(entry: string): string {
+  const lower = entry.toLowerCase();
+  return /:[0-9]+$/.test(lower) ? lower : `${lower}:80`;
+}
+
+/** Build the runtime config. The input must have passed validation; the result is not frozen. */
+export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig {
+  const limits = file.limits ?? {};
+  const shutdown = file.shutdown ?? {};
+  const cache = file.tokenCache ?? {};
+  const D = DEFAULTS;
+  return {
+    listen: listenSpec(file.listen, D.listen),
+    admin: listenSpec(file.admin, D.admin),
+    log: {
+      // schema.ts builds the level union from a string array, so its static type is `string`.
+      level: (file.log?.level ?? D.log.level) as ProxyConfig["log"]["level"],
+      format: file.log?.format ?? D.log.format,
+    },
+    egressProxy: file.egressProxy,
+    limits: {
+      maxHeaderSizeBytes: parseByteSize(limits.maxHeaderSize ?? D.limits.maxHeaderSize),
+      maxHeaderCount: limits.maxHeaderCount ?? D.limits.maxHeaderCount,
+      maxUrlLengthBytes: parseByteSize(limits.maxUrlLength ?? D.limits.maxUrlLength),
+      headersTimeoutMs: parseDurationMs(limits.headersTimeout ?? D.limits.headersTimeout),
+      keepAliveTimeoutMs: parseDurationMs(limits.keepAliveTimeout ?? D.limits.keepAliveTimeout),
+      maxConnections: limits.maxConnections ?? D.limits.maxConnections,
+    },
+    shutdown: {
+      drainDelayMs: parseDurationMs(shutdown.drainDelay ?? D.shutdown.drainDelay),
+      timeoutMs: parseDurationMs(shutdown.timeout ?? D.shutdown.timeout),
+    },
+    tokenCache: {
+      redis: cache.redis && {
+        url: cache.redis.url,
+        keyPrefix: cache.redis.keyPrefix ?? D.tokenCache.redis.keyPrefix,
+        lockTtlMs: parseDurationMs(cache.redis.lockTtl ?? D.tokenCache.redis.lockTtl),
+        commandTimeoutMs: parseDurationMs(
+          cache.redis.commandTimeout ?? D.tokenCache.redis.commandTimeout,
+        ),
+      },
+      maxSources: cache.maxSources ?? D.tokenCache.maxSources,
+      eagerLimit: cache.eagerLimit ?? D.tokenCache.eagerLimit,
+    },
+    upstreams: file.upstreams.map((u, i) => normalizeUpstream(u, ["upstreams", i], ctx)),
+  };
+}
+
+function listenSpec(
+  given: { host?: string; port?: number } | undefined,
+  fallback: ListenSpec,
+): ListenSpec {
+  return { host: given?.host ?? fallback.host, port: given?.port ?? fallback.port };
+}
+
+function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContext): UpstreamConfig {
+  const D = DEFAULTS.upstream;
+  const url = new URL(u.baseUrl);
+  const basePath = url.pathname.replace(/\/+$/, "");
+  const apiVersion = u.apiVersion ?? D.apiVersion;
+  // Unknown versions without tokenPath are only valid with tokenUrl (checked earlier).
+  const version = resolveApiVersion(apiVersion, u.tokenPath);
+  const versionHeader = version ? version.versionHeader : apiVersion;
+  const tokenUrl = u.tokenUrl
+    ? new URL(u.tokenUrl).href
+    : `${url.origin}${basePath}${version?.tokenPath ?? ""}`;
+  const file = (key: string, value: string | undefined, prefix: IssuePath = at) =>
+    value === undefined ? undefined : resolveFilePath([...prefix, key], value, ctx);
+  const tlsAt = [...at, "tls"];
+  const tls: UpstreamTls = {
+    caFile: file("caFile", u.tls?.caFile, tlsAt),
+    certFile: file("certFile", u.tls?.certFile, tlsAt),
+    keyFile: file("keyFile", u.tls?.keyFile, tlsAt),
+    serverName: u.tls?.serverName,
+  };
+  const allowInsecureHttp = u.allowInsecureHttp ?? D.allowInsecureHttp;
+  const timeouts = u.timeouts ?? {};
+  return {
+    name: u.name,
+    baseUrl: `${url.origin}${basePath}`,
+    origin: url.origin,
+    basePath,
+    apiVersion,
+    versionHeader,
+    token: {
+      tokenUrl,
+      versionHeader,
+      format: u.tokenRequestFormat ?? D.tokenRequestFormat,
+      clientAuth: u.clientAuth ?? D.clientAuth,
+      clientId: secretSource(u.clientId, file("clientIdFile", u.clientIdFile)),
+      clientSecret: secretSource(u.clientSecret, file("clientSecretFile", u.clientSecretFile)),
+      scope: u.scope,
+      extraParams: { ...u.tokenParams },
+      extraHeaders: lowercaseKeys(u.tokenHeaders),
+      tls,
+      allowInsecureHttp,
+    },
+    tokenPolicy: tokenPolicy(u.token),
+    tls,
+    match: {
+      pathPrefix: u.match?.pathPrefix ?? D.match.pathPrefix,
+      hosts: (u.match?.hosts ?? D.match.hosts).map(normalizeHostEntry),
+    },
+    stripPrefix: u.stripPrefix ?? D.stripPrefix,
+    listen: u.listen && listenSpec(u.listen, { host: D.listenHost, port: 0 }),
+    allowInsecureHttp,
+    clientCredentials: u.clientCredentials ?? D.clientCredentials,
+    forwardedHeaders: u.forwardedHeaders ?? D.forwardedHeaders,
+    headers: lowercaseKeys(u.headers),
+    replayBodyLimitBytes: parseByteSize(u.replayBodyLimit ?? D.replayBodyLimit),
+    connections: u.connections ?? D.connections,
+    timeouts: {
+      connectMs: parseDurationMs(timeouts.connect ?? D.timeouts.connect),
+      responseHeadersMs: parseDurationMs(timeouts.responseHeaders ?? D.timeouts.responseHeaders),
+      bodyIdleMs: parseDurationMs(timeouts.bodyIdle ?? D.timeouts.bodyIdle),
+    },
+  };
+}
+
+function tokenPolicy(t: UpstreamConfigFile["token"] = {}): TokenPolicy {
+  const D = DEFAULTS.upstream.token;
+  const window = t.refreshWindow ?? D.refreshWindow;
+  return {
+    defaultExpiresInMs: parseDurationMs(t.defaultExpiresIn ?? D.defaultExpiresIn),
+    refreshWindow: [window[0], window[1]],
+    requestTimeoutMs: parseDurationMs(t.timeout ?? D.timeout),
+    waitTimeoutMs: parseDurationMs(t.waitTimeout ?? D.waitTimeout),
+    minAgeBeforeInvalidateMs: parseDurationMs(t.minAgeBeforeInvalidate ?? D.minAgeBeforeInvalidate),
+    minRefreshIntervalMs: parseDurationMs(t.minRefreshInterval ?? D.minRefreshInterval),
+    initialBackoffMs: parseDurationMs(t.initialBackoff ?? D.initialBackoff),
+    maxBackoffMs: parseDurationMs(t.maxBackoff ?? D.maxBackoff),
+    prefetch: t.prefetch ?? D.prefetch,
+  };
+}
+
+function secretSource(inline: string | undefined, filePath: string | undefined): SecretSource {
+  if (inline !== undefined) return { kind: "inline", value: inline };
+  if (filePath !== undefined) return { kind: "file", path: filePath };
+  throw new TypeError("credential without a value or file (validation should have caught this)");
+}
+
+function lowercaseKeys(record: Record<string, string> | undefined): Record<string, string> {
+  return Object.fromEntries(Object.entries(record ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+}
+
+/** Freeze an object graph (the runtime config is read-only everywhere). */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
+
+/** Known version names, for messages. */
+export const KNOWN_VERSION_NAMES: readonly string[] = Object.keys(KNOWN_API_VERSIONS);

@@ -1,0 +1,291 @@
+/**
+ * Rules the schema cannot express, checked on the merged document (even when it failed schema
+ * validation, so every problem is reported at once; values of the wrong type are skipped here
+ * because the schema already reported them).
+ */
+import { constants } from "node:fs";
+import { access, stat } from "node:fs/promises";
+import { KNOWN_API_VERSIONS } from "./api-versions.js";
+import { SETTINGS } from "./env-overrides.js";
+import { describeValue, type IssueList, type IssuePath, isObject } from "./issues.js";
+import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
+import { didYouMean } from "./suggest.js";
+import { validateRoutes } from "./validate-routes.js";
+
+/** What the semantic checks need besides the document. */
+export interface SemanticContext extends PathContext {
+  /** False in sidecar mode (env/flags only): messages then name the env variables to set. */
+  hasFile: boolean;
+}
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const TOKEN_PARAM_NAME = /^[A-Za-z0-9_.-]+$/;
+
+const HOP_BY_HOP = "it is a hop-by-hop header (RFC 9110 §7.6.1), never forwarded";
+const HOP_BY_HOP_NAMES = [
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "te",
+  "transfer-encoding",
+  "upgrade",
+  "proxy-authorization",
+];
+
+/** Names `headers` may not set, with the reason. */
+const FORBIDDEN_HEADERS: ReadonlyMap<string, string> = new Map([
+  ["authorization", "the proxy sets authorization itself"],
+  ["x-version", "the proxy sets x-version from apiVersion"],
+  ["host", "the proxy sets host from baseUrl"],
+  ["content-length", "each request's body sets its own content-length"],
+  ...HOP_BY_HOP_NAMES.map((n): [string, string] => [n, HOP_BY_HOP]),
+]);
+
+/** Names `tokenHeaders` may not set, with the reason. */
+const FORBIDDEN_TOKEN_HEADERS: ReadonlyMap<string, string> = new Map([
+  ["x-version", "the proxy sets x-version from apiVersion"],
+  ["host", "the proxy sets host from the token URL"],
+  ["content-length", "the proxy sets content-length for the token request body"],
+  ["content-type", "the proxy sets content-type from tokenRequestFormat"],
+  ...HOP_BY_HOP_NAMES.map((n): [string, string] => [n, HOP_BY_HOP]),
+]);
+
+const RESERVED_TOKEN_PARAMS: ReadonlyMap<string, string> = new Map([
+  ["grant_type", "the proxy always sends grant_type=client_credentials"],
+  ["client_id", "use clientId or clientIdFile"],
+  ["client_secret", "use clientSecret or clientSecretFile"],
+  ["scope", "use the scope setting"],
+]);
+
+/** A file path to check for readability, and where it was written. */
+interface FileRef {
+  path: IssuePath;
+  absolute: string;
+}
+
+/** Run every semantic check; problems and warnings go to `issues`. */
+export async function validateSemantics(
+  doc: unknown,
+  ctx: SemanticContext,
+  issues: IssueList,
+): Promise<void> {
+  if (!isObject(doc)) return;
+  const files: FileRef[] = [];
+  const upstreams = Array.isArray(doc.upstreams) ? doc.upstreams : [];
+  upstreams.forEach((upstream, i) => {
+    if (isObject(upstream)) checkUpstream(upstream, ["upstreams", i], ctx, issues, files);
+  });
+  validateRoutes(doc, issues);
+  const problems = await Promise.all(files.map((f) => checkReadableFile(f.absolute)));
+  problems.forEach((problem, i) => {
+    if (problem !== undefined) issues.add(files[i]!.path, problem);
+  });
+}
+
+function checkUpstream(
+  u: Record<string, unknown>,
+  at: IssuePath,
+  ctx: SemanticContext,
+  issues: IssueList,
+  files: FileRef[],
+): void {
+  const allowInsecure = u.allowInsecureHttp === true;
+  checkUrl(u.baseUrl, [...at, "baseUrl"], { allowInsecure, allowQuery: false }, issues);
+  // RFC 6749 §3.2: a token endpoint URL may carry a query, never a fragment.
+  checkUrl(u.tokenUrl, [...at, "tokenUrl"], { allowInsecure, allowQuery: true }, issues);
+  checkCredentials(u, at, ctx, issues);
+  checkVersion(u, at, issues);
+
+  const token = u.token;
+  if (isObject(token) && Array.isArray(token.refreshWindow)) {
+    const [min, max] = token.refreshWindow;
+    if (typeof min === "number" && typeof max === "number" && min > max) {
+      issues.add(
+        [...at, "token", "refreshWindow"],
+        `expected [min, max] with min ≤ max, found [${min}, ${max}]`,
+      );
+    }
+  }
+  if (isObject(u.tls)) {
+    const tls = u.tls;
+    if (tls.certFile !== undefined && tls.keyFile === undefined) {
+      issues.add(
+        [...at, "tls", "keyFile"],
+        "required because tls.certFile is set (a client certificate needs its private key)",
+      );
+    }
+    if (tls.keyFile !== undefined && tls.certFile === undefined) {
+      issues.add(
+        [...at, "tls", "certFile"],
+        "required because tls.keyFile is set (a private key needs its client certificate)",
+      );
+    }
+  }
+  if (isObject(u.listen) && u.listen.port === undefined) {
+    issues.add([...at, "listen", "port"], "required for an upstream's own listener, found none");
+  }
+  checkHeaderMap(u.headers, [...at, "headers"], FORBIDDEN_HEADERS, issues);
+  const tokenHeaderRules = new Map(FORBIDDEN_TOKEN_HEADERS);
+  if (u.clientAuth === "basic") {
+    tokenHeaderRules.set("authorization", "the proxy sets authorization for clientAuth: basic");
+  }
+  checkHeaderMap(u.tokenHeaders, [...at, "tokenHeaders"], tokenHeaderRules, issues);
+  checkTokenParams(u.tokenParams, [...at, "tokenParams"], issues);
+
+  for (const key of ["clientIdFile", "clientSecretFile"]) collectFile(u, key, at, ctx, files);
+  if (isObject(u.tls)) {
+    for (const key of ["caFile", "certFile", "keyFile"])
+      collectFile(u.tls, key, [...at, "tls"], ctx, files);
+  }
+}
+
+function checkUrl(
+  value: unknown,
+  path: IssuePath,
+  opts: { allowInsecure: boolean; allowQuery: boolean },
+  issues: IssueList,
+): void {
+  if (typeof value !== "string" || value === "") return;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    issues.add(
+      path,
+      `expected an absolute URL such as "https://api.example.com", found ${describeValue(value, path)}`,
+    );
+    return;
+  }
+  const found = describeValue(value, path);
+  if (url.protocol !== "https:" && !(opts.allowInsecure && url.protocol === "http:")) {
+    const hint =
+      url.protocol === "http:" ? "; set allowInsecureHttp: true to permit plain HTTP" : "";
+    const expected = opts.allowInsecure ? "an https:// or http:// URL" : "an https:// URL";
+    issues.add(path, `expected ${expected}, found ${found}${hint}`);
+  } else if (url.protocol === "http:") {
+    issues.warn(
+      path,
+      `plain http:// permitted by allowInsecureHttp: the client secret and tokens travel unencrypted to ${url.host}`,
+    );
+  }
+  if (url.username !== "" || url.password !== "") {
+    issues.add(
+      path,
+      "expected a URL without user:password@ (credentials belong in clientId/clientSecret), found credentials in it",
+    );
+  }
+  if (!opts.allowQuery && value.includes("?")) {
+    issues.add(path, "expected a URL without a query (?…), found one");
+  }
+  if (value.includes("#")) issues.add(path, "expected a URL without a fragment (#…), found one");
+}
+
+function checkCredentials(
+  u: Record<string, unknown>,
+  at: IssuePath,
+  ctx: SemanticContext,
+  issues: IssueList,
+): void {
+  for (const [inline, file] of [
+    ["clientId", "clientIdFile"],
+    ["clientSecret", "clientSecretFile"],
+  ] as const) {
+    const hasInline = u[inline] !== undefined;
+    const hasFile = u[file] !== undefined;
+    if (hasInline && hasFile) {
+      issues.add(at, `expected exactly one of ${inline} and ${file}, found both`);
+    } else if (!hasInline && !hasFile) {
+      const hint = ctx.hasFile
+        ? ""
+        : `; set ${SETTINGS[inline].env} or ${SETTINGS[file].env} (flags ${SETTINGS[inline].flag}, ${SETTINGS[file].flag})`;
+      issues.add(at, `expected exactly one of ${inline} and ${file}, found neither${hint}`);
+    }
+  }
+}
+
+function checkVersion(u: Record<string, unknown>, at: IssuePath, issues: IssueList): void {
+  const version = u.apiVersion ?? DEFAULTS.upstream.apiVersion;
+  if (typeof version !== "string" || Object.hasOwn(KNOWN_API_VERSIONS, version)) return;
+  if (u.tokenPath === undefined && u.tokenUrl === undefined) {
+    issues.add(
+      [...at, "apiVersion"],
+      `expected a known version (${KNOWN_VERSION_NAMES.join(", ")}) or tokenPath/tokenUrl to go with another, found ${JSON.stringify(version)} without either${didYouMean(version, KNOWN_VERSION_NAMES)}`,
+    );
+  }
+  if (u.tokenPath !== undefined && u.tokenUrl !== undefined) {
+    issues.warn([...at, "tokenPath"], "ignored because tokenUrl is set");
+  }
+}
+
+function checkHeaderMap(
+  value: unknown,
+  path: IssuePath,
+  forbidden: ReadonlyMap<string, string>,
+  issues: IssueList,
+): void {
+  if (!isObject(value)) return;
+  const seen = new Map<string, string>();
+  for (const name of Object.keys(value)) {
+    const at = [...path, name];
+    if (!HEADER_NAME.test(name)) {
+      issues.add(
+        at,
+        `expected a header name (letters, digits and !#$%&'*+-.^_\`|~), found ${JSON.stringify(name)}`,
+      );
+      continue;
+    }
+    const lower = name.toLowerCase();
+    const reason = forbidden.get(lower);
+    if (reason !== undefined) issues.add(at, `cannot be set here: ${reason}`);
+    const first = seen.get(lower);
+    if (first !== undefined)
+      issues.add(at, `duplicate of "${first}" (header names are case-insensitive)`);
+    else seen.set(lower, name);
+  }
+}
+
+function checkTokenParams(value: unknown, path: IssuePath, issues: IssueList): void {
+  if (!isObject(value)) return;
+  for (const name of Object.keys(value)) {
+    const at = [...path, name];
+    if (!TOKEN_PARAM_NAME.test(name)) {
+      issues.add(
+        at,
+        `expected a parameter name of letters, digits, "_", "." and "-", found ${JSON.stringify(name)}`,
+      );
+    }
+    const reason = RESERVED_TOKEN_PARAMS.get(name);
+    if (reason !== undefined) issues.add(at, `cannot be set here: ${reason}`);
+  }
+}
+
+function collectFile(
+  owner: Record<string, unknown>,
+  key: string,
+  at: IssuePath,
+  ctx: PathContext,
+  files: FileRef[],
+): void {
+  const value = owner[key];
+  if (typeof value !== "string" || value === "") return;
+  const path = [...at, key];
+  files.push({ path, absolute: resolveFilePath(path, value, ctx) });
+}
+
+/** Undefined when `file` is a readable regular file, else what is wrong with it. */
+async function checkReadableFile(file: string): Promise<string | undefined> {
+  try {
+    const info = await stat(file);
+    if (info.isDirectory()) return `expected a readable file, found a directory at ${file}`;
+    if (!info.isFile()) return `expected a readable file, found something else at ${file}`;
+    await access(file, constants.R_OK);
+    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR")
+      return `expected a readable file, found nothing at ${file}`;
+    if (code === "EACCES")
+      return `expected a readable file, found ${file} but may not read it (permission denied)`;
+    return `expected a readable file, found ${file} unreadable (${code ?? String(error)})`;
+  }
+}

@@ -1,0 +1,124 @@
+/**
+ * Every error code bearer-proxy produces lives here, once.
+ *
+ * Two families:
+ * - `ProxyErrorCode`: errors the proxy answers a client with. Each has one HTTP status and travels
+ *   to the client as a `bearer-proxy-error: <code>` header plus a JSON body
+ *   `{"error": {"code", "message", "upstream"}}` so it can never be mistaken for an upstream reply.
+ * - `BP_ERR_*` codes on `BearerProxyError`: internal failures (config, token endpoint, startup)
+ *   that carry the public code they map to when a request is affected.
+ *
+ * Messages never contain a secret or a token: callers pass fingerprints, never raw values.
+ */
+
+/** Codes a client can see in `bearer-proxy-error` and the JSON body, with their HTTP status. */
+export const PROXY_ERROR_STATUS = {
+  bad_request: 400,
+  host_not_allowed: 403,
+  no_route: 404,
+  method_not_allowed: 405,
+  request_timeout: 408,
+  payload_too_large: 413,
+  uri_too_long: 414,
+  header_fields_too_large: 431,
+  not_implemented: 501,
+  upstream_unreachable: 502,
+  upstream_tls_error: 502,
+  upstream_reset: 502,
+  upstream_error: 502,
+  token_rejected: 502,
+  token_unavailable: 503,
+  shutting_down: 503,
+  upstream_timeout: 504,
+  internal_error: 500,
+} as const;
+
+export type ProxyErrorCode = keyof typeof PROXY_ERROR_STATUS;
+
+/** Internal error codes; each maps to the public code used when it reaches a client. */
+export const ERROR_CODES = {
+  BP_ERR_CONFIG_INVALID: "internal_error",
+  BP_ERR_CONFIG_FILE: "internal_error",
+  BP_ERR_SECRET_FILE: "token_unavailable",
+  BP_ERR_TOKEN_HTTP: "token_unavailable",
+  BP_ERR_TOKEN_REJECTED: "token_rejected",
+  BP_ERR_TOKEN_RESPONSE_INVALID: "token_unavailable",
+  BP_ERR_TOKEN_TIMEOUT: "token_unavailable",
+  BP_ERR_TOKEN_NETWORK: "token_unavailable",
+  BP_ERR_TOKEN_REDIRECT: "token_unavailable",
+  BP_ERR_TOKEN_UNAVAILABLE: "token_unavailable",
+  BP_ERR_UPSTREAM_UNREACHABLE: "upstream_unreachable",
+  BP_ERR_UPSTREAM_TLS: "upstream_tls_error",
+  BP_ERR_UPSTREAM_TIMEOUT: "upstream_timeout",
+  BP_ERR_UPSTREAM_RESET: "upstream_reset",
+  BP_ERR_UPSTREAM: "upstream_error",
+  BP_ERR_LISTEN: "internal_error",
+} as const satisfies Record<string, ProxyErrorCode>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export interface BearerProxyErrorOptions {
+  cause?: unknown;
+  /** Upstream name the error concerns, if any. */
+  upstream?: string;
+  /** Seconds a client should wait before retrying (sets `Retry-After`). */
+  retryAfterSeconds?: number;
+  /** Extra, secret-free details for logs and the status page (e.g. the IdP's `error`). */
+  details?: Record<string, unknown>;
+}
+
+/** An error with a stable code. The message is safe to show to clients and to log. */
+export class BearerProxyError extends Error {
+  readonly code: ErrorCode;
+  readonly upstream: string | undefined;
+  readonly retryAfterSeconds: number | undefined;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message: string, options: BearerProxyErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "BearerProxyError";
+    this.code = code;
+    this.upstream = options.upstream;
+    this.retryAfterSeconds = options.retryAfterSeconds;
+    this.details = options.details;
+  }
+
+  /** The public code a client sees for this error. */
+  get publicCode(): ProxyErrorCode {
+    return ERROR_CODES[this.code];
+  }
+
+  get statusCode(): number {
+    return PROXY_ERROR_STATUS[this.publicCode];
+  }
+}
+
+/** A config problem: the field path, what was expected and what was found. */
+export interface ConfigIssue {
+  path: string;
+  message: string;
+}
+
+/** Thrown by loadConfig with every problem found, so all are reported at once. */
+export class ConfigError extends BearerProxyError {
+  readonly issues: readonly ConfigIssue[];
+  constructor(issues: readonly ConfigIssue[], source?: string) {
+    const header = `invalid configuration${source ? ` in ${source}` : ""} (${issues.length} problem${issues.length === 1 ? "" : "s"})`;
+    super("BP_ERR_CONFIG_INVALID", [header, ...issues.map((i) => `  ${i.path}: ${i.message}`)].join("\n"));
+    this.name = "ConfigError";
+    this.issues = issues;
+  }
+}
+
+/** The JSON body of every error the proxy itself answers with. */
+export interface ProxyErrorBody {
+  error: { code: ProxyErrorCode; message: string; upstream?: string };
+}
+
+export function proxyErrorBody(
+  code: ProxyErrorCode,
+  message: string,
+  upstream?: string,
+): ProxyErrorBody {
+  return { error: upstream === undefined ? { code, message } : { code, message, upstream } };
+}

@@ -1,0 +1,40 @@
+/**
+ * The process's lifecycle state, shared by the proxy listener (refuses nothing while draining,
+ * but adds `Connection: close`) and admin routes (/readyz fails from the first signal on).
+ */
+export type LifecyclePhase = "starting" | "running" | "draining" | "stopped";
+
+export interface Lifecycle {
+  readonly phase: LifecyclePhase;
+  /** True once every eagerly fetched upstream had a token at least once (for /startup). */
+  readonly started: boolean;
+  markStarted(): void;
+  markRunning(): void;
+  markDraining(): void;
+  markStopped(): void;
+}
+
+export function createLifecycle(): Lifecycle {
+  let phase: LifecyclePhase = "starting";
+  let started = false;
+  return {
+    get phase() {
+      return phase;
+    },
+    get started() {
+      return started;
+    },
+    markStarted: () => {
+      started = true;
+    },
+    markRunning: () => {
+      if (phase === "starting") phase = "running";
+    },
+    markDraining: () => {
+      if (phase !== "stopped") phase = "draining";
+    },
+    markStopped: () => {
+      phase = "stopped";
+    },
+  };
+}

@@ -1,0 +1,75 @@
+/**
+ * Runs a built app: listen, announce, and shut down gracefully on SIGTERM/SIGINT or
+ * POST /quitquitquit. Shutdown: /readyz fails at once, requests keep being served for
+ * `shutdown.drainDelay` (so load balancers and kube-proxy stop sending), then listeners close
+ * and in-flight requests get up to `shutdown.timeout`. A second signal exits at once.
+ */
+import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import { type App, buildApp } from "./app.js";
+import type { ProxyConfig } from "./config/types.js";
+import type { Logger } from "./observability/logger.js";
+
+export interface RunningProxy {
+  app: App;
+  addresses: { proxy: AddressInfo[]; admin: AddressInfo };
+  /** Resolves with the exit code once the proxy has shut down. */
+  done: Promise<number>;
+  /** Begin a graceful shutdown (what SIGTERM does). */
+  shutdown(reason: string): Promise<number>;
+}
+
+export interface StartOptions {
+  logger: Logger;
+  /** Install SIGTERM/SIGINT handlers (the CLI does; tests don't). */
+  handleSignals?: boolean;
+  /** Called after shutdown finished, e.g. to stop a demo emulator. */
+  onStopped?: () => Promise<void>;
+}
+
+export async function startProxy(config: ProxyConfig, options: StartOptions): Promise<RunningProxy> {
+  const { logger } = options;
+  let resolveDone: (code: number) => void = () => {};
+  const done = new Promise<number>((resolve) => {
+    resolveDone = resolve;
+  });
+  let shuttingDown: Promise<number> | undefined;
+
+  const shutdown = (reason: string): Promise<number> => {
+    if (shuttingDown) return shuttingDown;
+    shuttingDown = (async () => {
+      const { drainDelayMs, timeoutMs } = config.shutdown;
+      logger.info({ reason, drainDelayMs, timeoutMs }, "shutting down: readiness now fails, draining");
+      app.lifecycle.markDraining();
+      await sleep(drainDelayMs, undefined, { ref: false });
+      await app.close(timeoutMs);
+      if (options.onStopped) await options.onStopped();
+      logger.info("stopped");
+      resolveDone(0);
+      return 0;
+    })();
+    return shuttingDown;
+  };
+
+  const app = buildApp(config, { logger, onQuit: () => void shutdown("quitquitquit") });
+  const addresses = await app.listen();
+
+  if (options.handleSignals) {
+    let firstSignalAtMs: number | undefined;
+    const onSignal = (signal: NodeJS.Signals) => {
+      const nowMs = performance.now();
+      // One Ctrl-C under `npm start` arrives twice (the terminal signals the whole process
+      // group and npm forwards it too): only a signal well after the first means "now".
+      if (firstSignalAtMs !== undefined && nowMs - firstSignalAtMs < 500) return;
+      if (firstSignalAtMs !== undefined) {
+        logger.warn({ signal }, "second signal: exiting now");
+        process.exit(1);
+      }
+      firstSignalAtMs = nowMs;
+      void shutdown(signal);
+    };
+    process.on("SIGTERM", onSignal);
+    process.on("SIGINT", onSignal);
+  }
+  return { app, addresses, done, shutdown };
+}

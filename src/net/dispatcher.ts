@@ -1,0 +1,77 @@
+/**
+ * undici dispatchers for upstreams and token endpoints. Each app builds its own (never
+ * setGlobalDispatcher), with certificate verification always on: system CAs, plus
+ * NODE_EXTRA_CA_CERTS and the upstream's `tls.caFile` when one is configured.
+ */
+import { readFileSync } from "node:fs";
+import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
+import { Agent, type Dispatcher, ProxyAgent } from "undici";
+import type { UpstreamTls } from "../config/types.js";
+
+export interface DispatcherOptions {
+  tls: UpstreamTls;
+  /** Keep-alive connections per origin. */
+  connections: number;
+  connectTimeoutMs: number;
+  /** Time to wait for response headers (undici headersTimeout). */
+  headersTimeoutMs: number;
+  /** Longest silence while a body streams (undici bodyTimeout). */
+  bodyTimeoutMs: number;
+  /** Explicitly configured egress proxy; environment HTTP(S)_PROXY is ignored on purpose. */
+  egressProxy: string | undefined;
+  /** NODE_EXTRA_CA_CERTS value; injected so tests control it. */
+  extraCaCertsFile?: string | undefined;
+}
+
+/**
+ * TLS options shared by token requests and forwarded requests. Passing `ca` replaces Node's
+ * default store (which is where NODE_EXTRA_CA_CERTS lives), so rebuild it: system roots +
+ * NODE_EXTRA_CA_CERTS + the configured CA file. The secure context is built once: handing
+ * ~140 roots to every tls.connect costs ~60 ms of CPU per new connection.
+ */
+export function buildTlsOptions(tls: UpstreamTls, extraCaCertsFile: string | undefined) {
+  const options: {
+    rejectUnauthorized: true;
+    minVersion: "TLSv1.2";
+    secureContext?: SecureContext;
+    servername?: string;
+  } = { rejectUnauthorized: true, minVersion: "TLSv1.2" };
+  const needsContext = Boolean(tls.caFile || (tls.certFile && tls.keyFile));
+  if (needsContext) {
+    const contextOptions: { minVersion: "TLSv1.2"; ca?: string[]; cert?: Buffer; key?: Buffer } = {
+      minVersion: "TLSv1.2",
+    };
+    if (tls.caFile) {
+      const ca = [...rootCertificates];
+      if (extraCaCertsFile) ca.push(readFileSync(extraCaCertsFile, "utf8"));
+      ca.push(readFileSync(tls.caFile, "utf8"));
+      contextOptions.ca = ca;
+    }
+    if (tls.certFile && tls.keyFile) {
+      contextOptions.cert = readFileSync(tls.certFile);
+      contextOptions.key = readFileSync(tls.keyFile);
+    }
+    options.secureContext = createSecureContext(contextOptions);
+  }
+  if (tls.serverName) options.servername = tls.serverName;
+  return options;
+}
+
+export function createDispatcher(options: DispatcherOptions): Dispatcher {
+  const connect = {
+    ...buildTlsOptions(options.tls, options.extraCaCertsFile ?? process.env.NODE_EXTRA_CA_CERTS),
+    timeout: options.connectTimeoutMs,
+  };
+  const common = {
+    connections: options.connections,
+    headersTimeout: options.headersTimeoutMs,
+    bodyTimeout: options.bodyTimeoutMs,
+    keepAliveTimeout: 4_000,
+    // No redirect interceptor: undici 7 never follows redirects without one, and a token must
+    // never follow a redirect to another host (undici CVE history).
+  };
+  if (options.egressProxy) {
+    return new ProxyAgent({ uri: options.egressProxy, requestTls: connect, ...common });
+  }
+  return new Agent({ connect, ...common });
+}

@@ -1,0 +1,94 @@
+/**
+ * Prometheus instruments, created once per app on their own registry (never prom-client's global
+ * one, so several apps can live in one process, e.g. in tests). Labels come only from config
+ * (upstream name), the method, status class and error codes — never raw paths or hosts.
+ */
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+
+export interface Metrics {
+  registry: Registry;
+  requestsTotal: Counter<"upstream" | "method" | "status_class">;
+  requestDurationSeconds: Histogram<"upstream" | "method" | "status_class">;
+  requestsInFlight: Gauge<"upstream">;
+  errorsTotal: Counter<"upstream" | "code">;
+  replaysTotal: Counter<"upstream">;
+  tokenFetchesTotal: Counter<"upstream" | "outcome">;
+  tokenFetchDurationSeconds: Histogram<"upstream">;
+  tokenExpiryTimestampSeconds: Gauge<"upstream">;
+  redisUp: Gauge;
+}
+
+/** Methods outside this set are labelled "OTHER" so clients can't blow up cardinality. */
+const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
+export function methodLabel(method: string): string {
+  return KNOWN_METHODS.has(method) ? method : "OTHER";
+}
+
+export function statusClass(status: number): string {
+  return status >= 100 && status < 600 ? `${Math.floor(status / 100)}xx` : "other";
+}
+
+export function createMetrics(options: { collectProcessMetrics?: boolean } = {}): Metrics {
+  const registry = new Registry();
+  if (options.collectProcessMetrics !== false) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  return {
+    registry,
+    requestsTotal: new Counter({
+      name: "bearer_proxy_requests_total",
+      help: "Requests proxied, by upstream, method and response status class.",
+      labelNames: ["upstream", "method", "status_class"],
+      registers,
+    }),
+    requestDurationSeconds: new Histogram({
+      name: "bearer_proxy_request_duration_seconds",
+      help: "Time from request received to response finished, by upstream, method and status class.",
+      labelNames: ["upstream", "method", "status_class"],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    requestsInFlight: new Gauge({
+      name: "bearer_proxy_requests_in_flight",
+      help: "Requests currently being proxied.",
+      labelNames: ["upstream"],
+      registers,
+    }),
+    errorsTotal: new Counter({
+      name: "bearer_proxy_errors_total",
+      help: "Errors the proxy itself answered with, by upstream and error code.",
+      labelNames: ["upstream", "code"],
+      registers,
+    }),
+    replaysTotal: new Counter({
+      name: "bearer_proxy_replays_total",
+      help: "Requests replayed with a fresh token after an upstream 401.",
+      labelNames: ["upstream"],
+      registers,
+    }),
+    tokenFetchesTotal: new Counter({
+      name: "bearer_proxy_token_fetches_total",
+      help: "Token endpoint requests, by upstream and outcome (success or an error code).",
+      labelNames: ["upstream", "outcome"],
+      registers,
+    }),
+    tokenFetchDurationSeconds: new Histogram({
+      name: "bearer_proxy_token_fetch_duration_seconds",
+      help: "Duration of token endpoint requests.",
+      labelNames: ["upstream"],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    tokenExpiryTimestampSeconds: new Gauge({
+      name: "bearer_proxy_token_expiry_timestamp_seconds",
+      help: "Unix time at which the current token of each upstream expires.",
+      labelNames: ["upstream"],
+      registers,
+    }),
+    redisUp: new Gauge({
+      name: "bearer_proxy_redis_up",
+      help: "1 when the shared Redis token cache answers, 0 when the proxy fell back to local fetching.",
+      registers,
+    }),
+  };
+}

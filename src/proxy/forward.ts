@@ -1,0 +1,274 @@
+/**
+ * One proxied exchange: dispatch to the upstream with undici's handler API and stream the
+ * answer back with backpressure both ways. Owns the two recoveries:
+ * - an upstream 401 on a replayable request: the 401 is held (headers + a bounded body), the
+ *   token invalidated, a fresh one fetched and the request replayed exactly once; if no fresh
+ *   token comes, or the replay is 401 again, the client gets the upstream's 401 unchanged;
+ * - a connection reset before any response byte on an idempotent, replayable request (the
+ *   upstream closed a pooled keep-alive connection as we reused it): retried once.
+ * Redirects are passed through, never followed: following would carry the token elsewhere.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Readable } from "node:stream";
+import type { Dispatcher } from "undici";
+import type { UpstreamConfig } from "../config/types.js";
+import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
+import type { AccessToken, TokenProvider } from "../token/types.js";
+import { authorizationValue } from "./inject-headers.js";
+import { type MappedProxyError, mapUpstreamError, sendProxyError } from "./proxy-errors.js";
+import { clientResponseHeaders } from "./response-headers.js";
+
+/** Largest 401 body held while deciding whether to replay; a bigger one is passed through. */
+const HELD_401_LIMIT_BYTES = 64 * 1024;
+
+/** RFC 9110 §9.2.2: methods a retry can't turn into a second side effect. */
+const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
+
+/** How an exchange ended, for the request log and metrics. */
+export interface ExchangeOutcome {
+  status: number;
+  replayed: boolean;
+  /** Response body bytes relayed to the client. */
+  bytesOut: number;
+  errorCode: ProxyErrorCode | "client_closed" | undefined;
+  /** The original failure behind errorCode, for a debug log. */
+  cause: unknown;
+}
+
+export interface ExchangeOptions {
+  req: IncomingMessage;
+  res: ServerResponse;
+  upstream: UpstreamConfig;
+  tokens: TokenProvider;
+  dispatcher: Dispatcher;
+  method: string;
+  /** Path and query as sent upstream, byte-exact. */
+  path: string;
+  headers: string[];
+  authorizationIndex: number;
+  token: AccessToken;
+  /** A Buffer (replayable), a stream (not), or null for no body. */
+  body: Buffer | Readable | null;
+  /** Add `Connection: close` to the client response (draining, or unread client body). */
+  closeConnection: () => boolean;
+  onDone: (outcome: ExchangeOutcome) => void;
+}
+
+interface Held401 {
+  statusCode: number;
+  rawHeaders: (Buffer | string)[];
+  chunks: Buffer[];
+  size: number;
+}
+
+/** Starts the exchange; `onDone` is called exactly once. Returns an abort for client hang-ups. */
+export function startExchange(options: ExchangeOptions): Exchange {
+  const exchange = new Exchange(options);
+  exchange.dispatch();
+  return exchange;
+}
+
+export class Exchange implements Dispatcher.DispatchHandler {
+  private readonly o: ExchangeOptions;
+  private controller: Dispatcher.DispatchController | undefined;
+  private token: AccessToken;
+  private readonly replayable: boolean;
+  private replayed = false;
+  private retried = false;
+  private finished = false;
+  private clientGone = false;
+  /** Set while a 401 is being held for a possible replay. */
+  private held: Held401 | undefined;
+  private responseStarted = false;
+  private bytesOut = 0;
+
+  constructor(options: ExchangeOptions) {
+    this.o = options;
+    this.token = options.token;
+    this.replayable = options.body === null || Buffer.isBuffer(options.body);
+    options.res.on("drain", () => this.controller?.resume());
+  }
+
+  dispatch(): void {
+    const { upstream, method, path, headers, body, dispatcher } = this.o;
+    this.controller = undefined;
+    this.held = undefined;
+    this.responseStarted = false;
+    try {
+      dispatcher.dispatch(
+        {
+          origin: upstream.origin,
+          path,
+          method,
+          headers,
+          body,
+          headersTimeout: upstream.timeouts.responseHeadersMs,
+          bodyTimeout: upstream.timeouts.bodyIdleMs,
+        },
+        this,
+      );
+    } catch (err) {
+      this.fail(mapUpstreamError(err, upstream.name));
+    }
+  }
+
+  /** The client went away: abort the upstream request and stop. */
+  abortFromClient(): void {
+    if (this.finished) return;
+    this.clientGone = true;
+    // done() first: the abort calls onResponseError synchronously, which must see us finished.
+    this.done({ status: 499, errorCode: "client_closed", cause: undefined });
+    this.controller?.abort(new Error("client closed the connection"));
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.clientGone) controller.abort(new Error("client closed the connection"));
+  }
+
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    _headers: unknown,
+  ): void {
+    // 1xx (103 Early Hints…) are not relayed; undici reports the final response after them.
+    if (statusCode < 200 || this.finished) return;
+    const raw = (controller.rawHeaders ?? []) as (Buffer | string)[];
+    if (statusCode === 401 && this.replayable && !this.replayed) {
+      this.held = { statusCode, rawHeaders: raw, chunks: [], size: 0 };
+      return;
+    }
+    this.writeHead(statusCode, raw);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.finished) return;
+    const held = this.held;
+    if (held) {
+      held.chunks.push(chunk);
+      held.size += chunk.length;
+      if (held.size > HELD_401_LIMIT_BYTES) this.releaseHeld(false);
+      return;
+    }
+    this.bytesOut += chunk.length;
+    if (!this.o.res.write(chunk)) controller.pause();
+  }
+
+  onResponseEnd(): void {
+    if (this.finished) return;
+    if (this.held) {
+      void this.replayAfter401(this.held);
+      return;
+    }
+    this.o.res.end();
+    this.done({ status: this.o.res.statusCode, errorCode: undefined, cause: undefined });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    if (this.finished) return;
+    const mapped = mapUpstreamError(err, this.o.upstream.name);
+    if (this.shouldRetry(mapped)) {
+      this.retried = true;
+      this.dispatch();
+      return;
+    }
+    this.fail(mapped);
+  }
+
+  private shouldRetry(mapped: MappedProxyError): boolean {
+    return (
+      !this.retried &&
+      !this.responseStarted &&
+      this.held === undefined &&
+      this.replayable &&
+      mapped.code === "upstream_reset" &&
+      IDEMPOTENT.has(this.o.method)
+    );
+  }
+
+  private writeHead(statusCode: number, raw: readonly (Buffer | string)[]): boolean {
+    const { res } = this.o;
+    try {
+      res.writeHead(statusCode, clientResponseHeaders(raw, this.o.closeConnection()));
+      this.responseStarted = true;
+      return true;
+    } catch (err) {
+      // A header Node refuses to write (invalid characters): treat as a bad upstream answer.
+      this.controller?.abort(err as Error);
+      this.fail({
+        code: "upstream_error",
+        message: `upstream ${this.o.upstream.name} sent a response header that can't be relayed`,
+        cause: err,
+      });
+      return false;
+    }
+  }
+
+  /** Sends the held 401 (complete, or its start when it outgrew the hold limit). */
+  private releaseHeld(complete: boolean): void {
+    const held = this.held!;
+    this.held = undefined;
+    if (!this.writeHead(held.statusCode, held.rawHeaders)) return;
+    let ok = true;
+    for (const chunk of held.chunks) {
+      this.bytesOut += chunk.length;
+      ok = this.o.res.write(chunk) && ok;
+    }
+    if (complete) {
+      this.o.res.end();
+      this.done({ status: held.statusCode, errorCode: undefined, cause: undefined });
+    } else if (!ok) {
+      this.controller?.pause();
+    }
+  }
+
+  private async replayAfter401(held: Held401): Promise<void> {
+    const { tokens } = this.o;
+    let fresh: AccessToken | undefined;
+    try {
+      tokens.invalidate(this.token);
+      fresh = tokens.peekToken() ?? (await tokens.getToken());
+    } catch {
+      fresh = undefined;
+    }
+    if (this.finished) return;
+    // No new token (endpoint down, or this one too young to drop): the 401 stands.
+    if (!fresh || fresh.value === this.token.value) {
+      this.held = held;
+      this.releaseHeld(true);
+      return;
+    }
+    this.replayed = true;
+    this.token = fresh;
+    try {
+      this.o.headers[this.o.authorizationIndex] = authorizationValue(fresh);
+    } catch (err) {
+      this.fail(mapUpstreamError(err, this.o.upstream.name));
+      return;
+    }
+    this.dispatch();
+  }
+
+  private fail(mapped: MappedProxyError): void {
+    if (this.finished) return;
+    const { res, upstream } = this.o;
+    if (this.held && !res.headersSent) this.held = undefined;
+    if (!this.clientGone) {
+      sendProxyError(res, mapped.code, mapped.message, upstream.name, {
+        retryAfterSeconds: mapped.retryAfterSeconds,
+        close: this.o.closeConnection(),
+      });
+    }
+    this.done({
+      status: this.responseStarted ? res.statusCode : PROXY_ERROR_STATUS[mapped.code],
+      errorCode: mapped.code,
+      cause: mapped.cause,
+    });
+  }
+
+  private done(outcome: Omit<ExchangeOutcome, "replayed" | "bytesOut">): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.o.onDone({ ...outcome, replayed: this.replayed, bytesOut: this.bytesOut });
+  }
+}

@@ -1,0 +1,177 @@
+/**
+ * The header list sent upstream: the client's fields minus hop-by-hop and credential fields,
+ * then ours. This module only writes the credential; token/ finds it.
+ *
+ * Order of operations matters: the client's `Connection` tokens are applied to the client's
+ * fields only, and the injected fields are appended afterwards, so `Connection: authorization`
+ * can't remove the Authorization we add (the reply-from / Envoy rule).
+ */
+import type { UpstreamConfig } from "../config/types.js";
+import type { AccessToken } from "../token/types.js";
+
+/**
+ * Fields never forwarded as the client sent them: hop-by-hop (RFC 9110 §7.6.1), Host (ours
+ * replaces it, RFC 9112 §3.2), Content-Length (the body logic sets it), Expect (undici can't
+ * send it; Node already answered 100-continue), and Forwarded (spoofable topology).
+ */
+const ALWAYS_DROPPED = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "te",
+  "transfer-encoding",
+  "upgrade",
+  "proxy-authorization",
+  "http2-settings",
+  "host",
+  "content-length",
+  "expect",
+  "forwarded",
+]);
+
+/** Credential fields the client may not send (replaced, or 400 with `clientCredentials: reject`). */
+const CREDENTIAL_FIELDS = new Set(["authorization", "x-version"]);
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** A field value may hold HTAB, visible ASCII, SP and obs-text; never CR, LF or NUL. */
+const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+/** Token68-ish: what can follow "Bearer " without breaking the header (RFC 6750 §2.1 is stricter). */
+const BEARER_TOKEN = /^[\x21-\x7e]+$/;
+
+/** Request facts used for the opt-in X-Forwarded-* fields. */
+export interface ForwardedContext {
+  /** Client IP address. */
+  remoteAddress: string | undefined;
+  /** The authority the client addressed (Host, or the absolute-form URI's). */
+  authority: string | undefined;
+}
+
+export type InjectResult =
+  | {
+      kind: "ok";
+      /** Flat [name, value, name, value, …] list for undici `dispatch`. */
+      headers: string[];
+      /** Index in `headers` of the Authorization value, filled in by `setAuthorization`. */
+      authorizationIndex: number;
+    }
+  | { kind: "reject"; message: string };
+
+export interface HeaderInjector {
+  /** Builds the upstream header list from the client's raw headers. */
+  build(rawHeaders: readonly string[], context: ForwardedContext): InjectResult;
+}
+
+const authorizationCache = new WeakMap<AccessToken, string>();
+
+/**
+ * `Bearer <token>` with exactly one space, computed once per token. Throws if the token holds
+ * anything that could break or split the header (the token engine already refuses those).
+ */
+export function authorizationValue(token: AccessToken): string {
+  let value = authorizationCache.get(token);
+  if (value === undefined) {
+    if (!BEARER_TOKEN.test(token.value)) {
+      throw new Error(`token ${token.fingerprint} contains characters not allowed in a header`);
+    }
+    value = `Bearer ${token.value}`;
+    authorizationCache.set(token, value);
+  }
+  return value;
+}
+
+/** The upstream's authority for the Host field: host, plus the port when not 443. */
+export function upstreamAuthority(upstream: UpstreamConfig): string {
+  return new URL(upstream.origin).host;
+}
+
+/** Checks a static `upstream.headers` entry once, at start. */
+function checkStaticHeader(upstreamName: string, name: string, value: string): void {
+  const lower = name.toLowerCase();
+  if (!TOKEN.test(name) || INVALID_VALUE.test(value)) {
+    throw new Error(`upstream ${upstreamName}: invalid static header ${name}`);
+  }
+  if (
+    ALWAYS_DROPPED.has(lower) ||
+    CREDENTIAL_FIELDS.has(lower) ||
+    lower.startsWith("x-forwarded-")
+  ) {
+    throw new Error(`upstream ${upstreamName}: static header ${name} is managed by the proxy`);
+  }
+}
+
+/** Splits `Connection` values into the lowercase field names they nominate. */
+function connectionTokens(raw: readonly string[]): Set<string> | undefined {
+  let tokens: Set<string> | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length !== 10 || name.toLowerCase() !== "connection") continue;
+    tokens ??= new Set();
+    for (const part of raw[i + 1]!.split(",")) {
+      const token = part.trim().toLowerCase();
+      if (token) tokens.add(token);
+    }
+  }
+  return tokens;
+}
+
+/** Precomputes everything static for one upstream (injected tail, dropped names). */
+export function createHeaderInjector(upstream: UpstreamConfig): HeaderInjector {
+  const staticNames = new Set<string>();
+  const tail: string[] = ["host", upstreamAuthority(upstream), "authorization", ""];
+  if (upstream.versionHeader !== undefined) {
+    if (INVALID_VALUE.test(upstream.versionHeader)) {
+      throw new Error(`upstream ${upstream.name}: invalid X-Version value`);
+    }
+    tail.push("x-version", upstream.versionHeader);
+  }
+  for (const [name, value] of Object.entries(upstream.headers)) {
+    checkStaticHeader(upstream.name, name, value);
+    staticNames.add(name.toLowerCase());
+    tail.push(name, value);
+  }
+  const rejectCredentials = upstream.clientCredentials === "reject";
+  const forwarded = upstream.forwardedHeaders;
+
+  return {
+    build(raw, context) {
+      const named = connectionTokens(raw);
+      const headers: string[] = [];
+      for (let i = 0; i < raw.length; i += 2) {
+        const name = raw[i]!;
+        const value = raw[i + 1]!;
+        const lower = name.toLowerCase();
+        if (CREDENTIAL_FIELDS.has(lower)) {
+          if (rejectCredentials) {
+            return {
+              kind: "reject",
+              message: `the client must not send ${lower}: this proxy injects it (upstream ${upstream.name} is set to reject)`,
+            };
+          }
+          continue;
+        }
+        if (
+          ALWAYS_DROPPED.has(lower) ||
+          lower.startsWith("x-forwarded-") ||
+          staticNames.has(lower) ||
+          named?.has(lower)
+        ) {
+          continue;
+        }
+        if (!TOKEN.test(name) || INVALID_VALUE.test(value)) {
+          return { kind: "reject", message: "invalid header field" };
+        }
+        headers.push(name, value);
+      }
+      const authorizationIndex = headers.length + 3;
+      for (const item of tail) headers.push(item);
+      if (forwarded) {
+        if (context.remoteAddress) headers.push("x-forwarded-for", context.remoteAddress);
+        headers.push("x-forwarded-proto", "http");
+        if (context.authority && !INVALID_VALUE.test(context.authority)) {
+          headers.push("x-forwarded-host", context.authority);
+        }
+      }
+      return { kind: "ok", headers, authorizationIndex };
+    },
+  };
+}

@@ -1,0 +1,148 @@
+/**
+ * Request → upstream selection, built once per listener from config. Rules, in order:
+ * 1. the listener: an upstream with its own `listen` is served only there, the others on the
+ *    main listener (see `groupUpstreamsByListener`);
+ * 2. the authority (Host header, or the absolute-form URI's): if it is in some upstream's
+ *    `match.hosts`, only those upstreams are candidates, otherwise only upstreams without hosts;
+ * 3. the longest `match.pathPrefix` that matches the path (byte-wise, case-sensitive, no
+ *    decoding); a prefix not ending in "/" matches on a segment boundary.
+ * Every lookup is a few Map probes: nothing is scanned or built per request.
+ */
+import type { ListenSpec, ProxyConfig, UpstreamConfig } from "../config/types.js";
+
+export interface Router {
+  /** The upstream for this authority (lowercase or not; undefined for none) and pathname. */
+  route(authority: string | undefined, pathname: string): UpstreamConfig | undefined;
+  /** True if `authority` is named in some upstream's `match.hosts` on this listener. */
+  isKnownHost(authority: string): boolean;
+  /** A secret-free description of the configured routes, for 404 messages. */
+  readonly routesDescription: string;
+}
+
+/** One listener and the upstreams it serves. */
+export interface ListenerGroup {
+  listen: ListenSpec;
+  /** True for the main `listen` address. */
+  main: boolean;
+  upstreams: readonly UpstreamConfig[];
+}
+
+/**
+ * Splits upstreams by listener: those with their own `listen` each get theirs (several upstreams
+ * may share one), the rest stay on the main listener. The main group is always first, even when
+ * empty (the main listener still answers, with 404).
+ */
+export function groupUpstreamsByListener(config: ProxyConfig): ListenerGroup[] {
+  const main: ListenerGroup = { listen: config.listen, main: true, upstreams: [] };
+  const groups = new Map<string, ListenerGroup>();
+  const mainKey = `${config.listen.host}:${config.listen.port}`;
+  groups.set(mainKey, main);
+  for (const upstream of config.upstreams) {
+    const listen = upstream.listen ?? config.listen;
+    const key = `${listen.host}:${listen.port}`;
+    let group = groups.get(key);
+    if (!group) {
+      group = { listen, main: false, upstreams: [] };
+      groups.set(key, group);
+    }
+    (group.upstreams as UpstreamConfig[]).push(upstream);
+  }
+  return [...groups.values()];
+}
+
+/**
+ * `host`, `host:port` → `host:port` lowercase; an authority without a port (or an empty one)
+ * means port 80, the default of the `http` scheme our clients speak.
+ */
+export function normalizeAuthority(authority: string): string {
+  const lower = authority.toLowerCase();
+  const colon = lower.lastIndexOf(":");
+  // A bracketed IPv6 literal contains colons; only a colon after "]" starts a port.
+  if (colon === -1 || (lower.startsWith("[") && colon < lower.indexOf("]"))) return `${lower}:80`;
+  if (colon === lower.length - 1) return `${lower}80`;
+  return lower;
+}
+
+/** Prefix → upstream for one set of candidates. */
+type PrefixTable = Map<string, UpstreamConfig>;
+
+function buildPrefixTable(upstreams: readonly UpstreamConfig[], what: string): PrefixTable {
+  const table: PrefixTable = new Map();
+  for (const upstream of upstreams) {
+    const prefix = upstream.match.pathPrefix || "/";
+    const other = table.get(prefix);
+    if (other) {
+      throw new Error(
+        `upstreams ${other.name} and ${upstream.name} both match path prefix ${prefix} ${what}`,
+      );
+    }
+    table.set(prefix, upstream);
+  }
+  return table;
+}
+
+/**
+ * Longest matching prefix: the whole pathname, then for each "/" from the right the prefix
+ * ending with that slash and the one ending just before it (segment boundary).
+ */
+function lookupPrefix(table: PrefixTable, pathname: string): UpstreamConfig | undefined {
+  if (table.size === 0) return undefined;
+  const exact = table.get(pathname);
+  if (exact) return exact;
+  for (let i = pathname.lastIndexOf("/"); i >= 0; i = pathname.lastIndexOf("/", i - 1)) {
+    if (i + 1 < pathname.length) {
+      const withSlash = table.get(pathname.slice(0, i + 1));
+      if (withSlash) return withSlash;
+    }
+    if (i > 0) {
+      const beforeSlash = table.get(pathname.slice(0, i));
+      if (beforeSlash) return beforeSlash;
+    }
+    if (i === 0) break;
+  }
+  return undefined;
+}
+
+/** Builds the router of one listener from the upstreams it serves. */
+export function createRouter(upstreams: readonly UpstreamConfig[]): Router {
+  const byHost = new Map<string, UpstreamConfig[]>();
+  const anyHost: UpstreamConfig[] = [];
+  for (const upstream of upstreams) {
+    if (upstream.match.hosts.length === 0) {
+      anyHost.push(upstream);
+      continue;
+    }
+    for (const host of new Set(upstream.match.hosts.map(normalizeAuthority))) {
+      let list = byHost.get(host);
+      if (!list) {
+        list = [];
+        byHost.set(host, list);
+      }
+      list.push(upstream);
+    }
+  }
+  const hostTables = new Map<string, PrefixTable>();
+  for (const [host, list] of byHost) {
+    hostTables.set(host, buildPrefixTable(list, `for host ${host}`));
+  }
+  const anyHostTable = buildPrefixTable(anyHost, "for any host");
+  const routesDescription =
+    upstreams
+      .map((u) => {
+        const hosts = u.match.hosts.length > 0 ? ` (hosts ${u.match.hosts.join(", ")})` : "";
+        return `${u.match.pathPrefix || "/"}${hosts}`;
+      })
+      .join("; ") || "none";
+
+  return {
+    route(authority, pathname) {
+      const table =
+        authority === undefined ? undefined : hostTables.get(normalizeAuthority(authority));
+      return lookupPrefix(table ?? anyHostTable, pathname);
+    },
+    isKnownHost(authority) {
+      return hostTables.has(normalizeAuthority(authority));
+    },
+    routesDescription,
+  };
+}

@@ -1,0 +1,28 @@
+/**
+ * Time as the token engine sees it: a monotonic clock for expiry and scheduling, wall time only
+ * for status and metrics, and timers that tests can replace (lru-cache takes `perf` the same way).
+ */
+
+export interface Clock {
+  /** Monotonic milliseconds; never jumps with NTP or DST. */
+  now(): number;
+  /** Wall-clock milliseconds since the epoch, for display and metrics only. */
+  wallNow(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/**
+ * The real clock. Timers are unref'd: token refreshes must never keep a process alive on
+ * their own (the listeners do that).
+ */
+export const systemClock: Clock = Object.freeze({
+  now: () => performance.now(),
+  wallNow: () => Date.now(),
+  setTimeout: (fn: () => void, ms: number) => {
+    const handle = setTimeout(fn, ms);
+    handle.unref();
+    return handle;
+  },
+  clearTimeout: (handle: unknown) => clearTimeout(handle as NodeJS.Timeout),
+});

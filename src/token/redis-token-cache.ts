@@ -1,0 +1,166 @@
+/**
+ * A token cache shared by all replicas through Redis (issue 6): a token fetched by one replica is
+ * used by all until its refresh point, and a cross-replica lock (`SET NX PX`) lets one replica
+ * ask the token endpoint while the others wait and read Redis. Tokens are stored encrypted with
+ * a key derived from the client secret (redis-crypto.ts). Any Redis problem falls back to a local
+ * fetch: a Redis outage never fails a request.
+ *
+ * Keys: `<prefix>token:<credentialKey>` (the encrypted token, PX = time to expiry) and
+ * `<prefix>lock:<credentialKey>` (a random owner id, PX = lockTtlMs).
+ */
+import { randomBytes } from "node:crypto";
+import type { RedisCacheConfig } from "../config/types.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import { fingerprint, hashValue } from "./fingerprint.js";
+import { connectRedis, type RedisCommands, RedisUnavailableError } from "./redis-connection.js";
+import { decryptToken, deriveTokenKey, encryptToken } from "./redis-crypto.js";
+import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "./redis-types.js";
+
+/** How often a replica waiting for another's fetch looks at Redis again, plus random jitter. */
+const POLL_INTERVAL_MS = 50;
+const POLL_JITTER_MS = 25;
+/** Waiting for other replicas is bounded by this many lock lifetimes, then we fetch ourselves. */
+const MAX_WAIT_LOCK_TTLS = 2;
+
+export interface RedisTokenCacheOptions {
+  config: RedisCacheConfig;
+  logger: Logger;
+  metrics?: Metrics | undefined;
+  /** Wall clock in ms (default Date.now): token times are wall times shared across replicas. */
+  now?: () => number;
+  /** Waits between polls (default setTimeout); total waiting is counted in slept ms. */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+type Attempt = { kind: "fresh"; token: SharedToken } | { kind: "locked" } | { kind: "acquired" };
+
+/** Per-call context: keys and the decryption key for one credential. */
+interface Slot {
+  args: GetOrFetchArgs;
+  aesKey: Buffer;
+  tokenKey: string;
+  lockKey: string;
+  lockOwner: string;
+}
+
+const defaultSleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => {
+    setTimeout(resolve, ms);
+  });
+
+/** Creates the shared cache and starts connecting to Redis in the background. */
+export function createRedisTokenCache(options: RedisTokenCacheOptions): SharedTokenCache {
+  const { config, logger } = options;
+  const now = options.now ?? Date.now;
+  const sleep = options.sleep ?? defaultSleep;
+  const connection = connectRedis({ config, logger, metrics: options.metrics });
+  // Concurrent calls in this replica share one trip to Redis (and at most one fetch).
+  const inFlight = new Map<string, Promise<SharedToken>>();
+
+  function isFresh(token: SharedToken, args: GetOrFetchArgs): boolean {
+    const fraction = Math.min(Math.max(args.refreshFraction, 0), 1);
+    const refreshAtWallMs =
+      token.obtainedAtWallMs + fraction * (token.expiresAtWallMs - token.obtainedAtWallMs);
+    if (now() >= refreshAtWallMs || now() >= token.expiresAtWallMs) return false;
+    return (
+      args.rejectFingerprint === undefined ||
+      fingerprint(token.accessToken) !== args.rejectFingerprint
+    );
+  }
+
+  async function readFresh(redis: RedisCommands, slot: Slot): Promise<SharedToken | undefined> {
+    const stored = await redis.get(slot.tokenKey);
+    if (stored === null) return undefined;
+    // Undecryptable (rotated secret, tampering) counts as a miss; our fetch then overwrites it.
+    const token = decryptToken(stored, slot.aesKey, slot.args.credentialKey);
+    return token !== undefined && isFresh(token, slot.args) ? token : undefined;
+  }
+
+  async function attempt(redis: RedisCommands, slot: Slot): Promise<Attempt> {
+    const found = await readFresh(redis, slot);
+    if (found) return { kind: "fresh", token: found };
+    if (!(await redis.setNx(slot.lockKey, slot.lockOwner, config.lockTtlMs)))
+      return { kind: "locked" };
+    // The previous holder may have stored its token and released the lock between our GET and
+    // SET NX; reading again keeps that from becoming a second fetch.
+    const stored = await readFresh(redis, slot);
+    if (!stored) return { kind: "acquired" };
+    await redis.deleteIfEquals(slot.lockKey, slot.lockOwner);
+    return { kind: "fresh", token: stored };
+  }
+
+  async function fetchAsHolder(slot: Slot): Promise<SharedToken> {
+    let token: SharedToken;
+    try {
+      token = await slot.args.fetchFromIdp();
+    } catch (err) {
+      // Let the next replica try right away instead of after lockTtlMs.
+      await connection
+        .run((redis) => redis.deleteIfEquals(slot.lockKey, slot.lockOwner))
+        .catch(() => {});
+      throw err;
+    }
+    const ttlMs = token.expiresAtWallMs - now();
+    await connection
+      .run(async (redis) => {
+        if (ttlMs > 0) {
+          await redis.setPx(
+            slot.tokenKey,
+            encryptToken(token, slot.aesKey, slot.args.credentialKey),
+            ttlMs,
+          );
+        }
+        await redis.deleteIfEquals(slot.lockKey, slot.lockOwner);
+      })
+      // We hold a good token; failing to share it must not fail the request.
+      .catch(() => {});
+    return token;
+  }
+
+  async function shareOrFetch(args: GetOrFetchArgs): Promise<SharedToken> {
+    const slot: Slot = {
+      args,
+      aesKey: deriveTokenKey(args.secret, args.credentialKey),
+      tokenKey: `${config.keyPrefix}token:${args.credentialKey}`,
+      lockKey: `${config.keyPrefix}lock:${args.credentialKey}`,
+      lockOwner: randomBytes(16).toString("hex"),
+    };
+    const maxWaitMs = MAX_WAIT_LOCK_TTLS * config.lockTtlMs;
+    let waitedMs = 0;
+    for (;;) {
+      let result: Attempt;
+      try {
+        result = await connection.run((redis) => attempt(redis, slot));
+      } catch (err) {
+        if (!(err instanceof RedisUnavailableError)) throw err;
+        return args.fetchFromIdp();
+      }
+      if (result.kind === "fresh") return result.token;
+      if (result.kind === "acquired") return fetchAsHolder(slot);
+      if (waitedMs >= maxWaitMs) {
+        logger.warn(
+          { credential: fingerprint(args.credentialKey), waitedMs },
+          "waited too long for another replica's token fetch; fetching locally",
+        );
+        return args.fetchFromIdp();
+      }
+      const delayMs = POLL_INTERVAL_MS + Math.floor(Math.random() * POLL_JITTER_MS);
+      await sleep(delayMs);
+      waitedMs += delayMs;
+    }
+  }
+
+  return {
+    getOrFetch(args) {
+      const flightKey = `${args.credentialKey}\n${args.rejectFingerprint ?? ""}\n${hashValue(args.secret)}`;
+      const existing = inFlight.get(flightKey);
+      if (existing) return existing;
+      const pending = shareOrFetch(args).finally(() => inFlight.delete(flightKey));
+      inFlight.set(flightKey, pending);
+      return pending;
+    },
+    state: () => connection.state(),
+    close: () => connection.close(),
+  };
+}

@@ -1,0 +1,42 @@
+/**
+ * Turning what a token endpoint says into text that is safe to log and show: the endpoint URL
+ * without query or userinfo, the IdP's error strings without control characters, and
+ * Retry-After as seconds.
+ */
+
+/** Most seconds of Retry-After honoured; a day-long value is a misconfigured IdP, not advice. */
+export const MAX_RETRY_AFTER_SECONDS = 300;
+
+/** The token URL as shown in messages: no userinfo, query or fragment (they may hold secrets). */
+export function describeTokenUrl(tokenUrl: string): string {
+  try {
+    const url = new URL(tokenUrl);
+    return `${url.protocol}//${url.host}${url.pathname}`;
+  } catch {
+    return "(invalid token URL)";
+  }
+}
+
+/** Strip control characters (C0, DEL, C1) and truncate: IdP text goes into logs and headers. */
+export function sanitizeIdpText(text: string, maxLength: number): string {
+  const clean = text.replace(/[\u0000-\u001f\u007f-\u009f]+/g, " ").trim();
+  return clean.length > maxLength ? `${clean.slice(0, maxLength - 1)}…` : clean;
+}
+
+/**
+ * RFC 9110 §10.2.3 Retry-After: delay-seconds or an HTTP-date. Returns whole seconds from
+ * `wallNowMs`, capped at MAX_RETRY_AFTER_SECONDS, or undefined when absent or unparsable.
+ */
+export function parseRetryAfter(value: string | undefined, wallNowMs: number): number | undefined {
+  if (value === undefined) return undefined;
+  const trimmed = value.trim();
+  let seconds: number;
+  if (/^\d+$/.test(trimmed)) {
+    seconds = Number(trimmed);
+  } else {
+    const at = Date.parse(trimmed);
+    if (Number.isNaN(at) || !/[a-z]/i.test(trimmed)) return undefined;
+    seconds = Math.ceil((at - wallNowMs) / 1000);
+  }
+  return Math.min(Math.max(seconds, 0), MAX_RETRY_AFTER_SECONDS);
+}

@@ -1,0 +1,145 @@
+/**
+ * Reads a credential's client id and secret (inline or from files) and notices when the files
+ * change on disk, so a rotated secret is used without a restart. Kubernetes secret volumes swap
+ * a `..data` symlink rather than writing the file, which fs.watch on the file misses; polling
+ * stat() (which follows the symlink) catches both that and plain rewrites.
+ */
+import { readFile, stat } from "node:fs/promises";
+import type { SecretSource } from "../config/types.js";
+import { BearerProxyError } from "../errors.js";
+import { type Clock, systemClock } from "./clock.js";
+import { hashValue } from "./fingerprint.js";
+
+/** A credential as read right now. */
+export interface Credentials {
+  clientId: string;
+  clientSecret: string;
+  /** Hash of id and secret: equal versions mean equal credentials. Not a secret, never shown. */
+  version: string;
+}
+
+export interface CredentialReader {
+  /** Current values; files are re-read on every call (a token fetch is rare, files are tiny). */
+  read(): Promise<Credentials>;
+  /** Stat the files now and, if they changed, re-read them and notify onChange listeners. */
+  check(): Promise<void>;
+  /** Called with the new credentials when the files change to different values. */
+  onChange(listener: (credentials: Credentials) => void): () => void;
+  /** Whether any value comes from a file (and so can rotate). */
+  readonly watchesFiles: boolean;
+  close(): void;
+}
+
+export interface CredentialReaderOptions {
+  clock?: Clock;
+  /** How often files are stat()ed; 0 disables polling (check() still works). Default 5000. */
+  pollIntervalMs?: number;
+}
+
+export const DEFAULT_SECRET_POLL_INTERVAL_MS = 5_000;
+
+export function createCredentialReader(
+  spec: { clientId: SecretSource; clientSecret: SecretSource },
+  options: CredentialReaderOptions = {},
+): CredentialReader {
+  const clock = options.clock ?? systemClock;
+  const pollIntervalMs = options.pollIntervalMs ?? DEFAULT_SECRET_POLL_INTERVAL_MS;
+  const files = [spec.clientId, spec.clientSecret].flatMap((s) =>
+    s.kind === "file" ? [s.path] : [],
+  );
+  const listeners = new Set<(credentials: Credentials) => void>();
+  let lastVersion: string | undefined;
+  let lastSignature: string | undefined;
+  let checking: Promise<void> | undefined;
+  let timer: unknown;
+  let closed = false;
+
+  async function read(): Promise<Credentials> {
+    const signature = await statSignature(files).catch(() => undefined);
+    const [clientId, clientSecret] = await Promise.all([
+      readSource(spec.clientId, "clientIdFile"),
+      readSource(spec.clientSecret, "clientSecretFile"),
+    ]);
+    const credentials = { clientId, clientSecret, version: versionOf(clientId, clientSecret) };
+    lastVersion = credentials.version;
+    if (signature !== undefined) lastSignature = signature;
+    return credentials;
+  }
+
+  async function checkOnce(): Promise<void> {
+    if (files.length === 0) return;
+    const signature = await statSignature(files).catch(() => undefined);
+    // A missing file mid-swap: keep the old values and look again next time.
+    if (signature === undefined || signature === lastSignature) return;
+    const previous = lastVersion;
+    const credentials = await read().catch(() => undefined);
+    if (!credentials || closed) return;
+    if (previous !== undefined && credentials.version !== previous) {
+      for (const listener of listeners) listener(credentials);
+    }
+  }
+
+  function check(): Promise<void> {
+    checking ??= checkOnce().finally(() => {
+      checking = undefined;
+    });
+    return checking;
+  }
+
+  function schedulePoll(): void {
+    if (closed || pollIntervalMs <= 0 || files.length === 0) return;
+    timer = clock.setTimeout(() => {
+      timer = undefined;
+      void check().finally(schedulePoll);
+    }, pollIntervalMs);
+  }
+  schedulePoll();
+
+  return {
+    read,
+    check,
+    onChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    watchesFiles: files.length > 0,
+    close() {
+      closed = true;
+      listeners.clear();
+      if (timer !== undefined) clock.clearTimeout(timer);
+      timer = undefined;
+    },
+  };
+}
+
+async function readSource(source: SecretSource, field: string): Promise<string> {
+  if (source.kind === "inline") return source.value;
+  let text: string;
+  try {
+    text = await readFile(source.path, "utf8");
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? "error";
+    throw new BearerProxyError(
+      "BP_ERR_SECRET_FILE",
+      `cannot read ${field} ${source.path} (${code})`,
+      {
+        cause: error,
+      },
+    );
+  }
+  // `echo secret > file` and Kubernetes tooling leave a trailing newline.
+  const value = text.replace(/[\r\n]+$/, "");
+  if (value.length === 0) {
+    throw new BearerProxyError("BP_ERR_SECRET_FILE", `${field} ${source.path} is empty`);
+  }
+  return value;
+}
+
+async function statSignature(paths: readonly string[]): Promise<string> {
+  const stats = await Promise.all(paths.map((path) => stat(path)));
+  return stats.map((s) => `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`).join("|");
+}
+
+function versionOf(clientId: string, clientSecret: string): string {
+  return hashValue(`${clientId}\u0000${clientSecret}`).slice(0, 16);
+}

@@ -1,0 +1,82 @@
+/**
+ * The errors a token source hands to requests, and how it reports failed fetches. Messages
+ * name the upstream and the token endpoint's own error; never a secret or a token.
+ */
+import type { Logger } from "pino";
+import { BearerProxyError } from "../errors.js";
+
+/** Any failure of a fetch as a BearerProxyError (unknown errors count as network errors). */
+export function toTokenError(error: unknown, where: string): BearerProxyError {
+  if (error instanceof BearerProxyError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new BearerProxyError(
+    "BP_ERR_TOKEN_NETWORK",
+    `token request to ${where} failed (${message.slice(0, 200)})`,
+    { cause: error },
+  );
+}
+
+export interface UnavailableInput {
+  upstream: string;
+  /** Token endpoint as shown in messages. */
+  where: string;
+  lastError: BearerProxyError | undefined;
+  closed: boolean;
+  /** Seconds until the next attempt (which already honours the IdP's Retry-After). */
+  retryAfterSeconds: number;
+  /** Set when the request waited out the bound. */
+  waitedMs?: number | undefined;
+}
+
+/**
+ * Why a request gets no token: 502 token_rejected when the endpoint refused our credentials,
+ * otherwise 503 token_unavailable; both with Retry-After.
+ */
+export function unavailableError(input: UnavailableInput): BearerProxyError {
+  const { lastError } = input;
+  let reason: string;
+  if (input.closed) reason = "the token source is closed";
+  else if (lastError) reason = lastError.message;
+  else reason = `token endpoint ${input.where} has not answered yet`;
+  const waited = input.waitedMs === undefined ? "" : ` within ${input.waitedMs} ms`;
+  return new BearerProxyError(
+    lastError?.code === "BP_ERR_TOKEN_REJECTED"
+      ? "BP_ERR_TOKEN_REJECTED"
+      : "BP_ERR_TOKEN_UNAVAILABLE",
+    `no token for upstream ${input.upstream}${waited}: ${reason}`,
+    {
+      upstream: input.upstream,
+      retryAfterSeconds: Math.max(1, input.retryAfterSeconds),
+      details: { ...lastError?.details, tokenEndpoint: input.where },
+      ...(lastError ? { cause: lastError } : {}),
+    },
+  );
+}
+
+/** Log a failed fetch; configuration faults at error level with what to check. */
+export function logFetchFailure(
+  log: Logger,
+  error: BearerProxyError,
+  fields: { retryInS: number; servingCachedToken: boolean; failures: number },
+): void {
+  const record = {
+    code: error.code,
+    idpError: error.details?.idpError,
+    status: error.details?.status,
+    ...fields,
+    err: error.message,
+  };
+  if (error.details?.idpError === "invalid_client") {
+    log.error(
+      record,
+      "the token endpoint rejected the client credentials (invalid_client): check clientId/clientSecret",
+    );
+  } else if (error.code === "BP_ERR_TOKEN_REJECTED") {
+    log.error(
+      record,
+      "the token endpoint refused the token request: check the upstream's token settings",
+    );
+  } else {
+    log.warn(record, "token refresh failed");
+  }
+}

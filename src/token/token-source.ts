@@ -1,0 +1,374 @@
+/**
+ * One credential's token, kept fresh: prefetched, refreshed early in the background at a random
+ * point of its lifetime, fetched at most once at a time (single flight, Envoy
+ * `token_provider.cc`), retried with backoff on failure while the old token stays usable, and
+ * dropped when the secret rotates or the upstream rejects it.
+ */
+import type { Logger } from "pino";
+import type { Dispatcher } from "undici";
+import type { TokenEndpointSpec, TokenPolicy } from "../config/types.js";
+import type { BearerProxyError } from "../errors.js";
+import type { Metrics } from "../observability/metrics.js";
+import { computeBackoffMs } from "./backoff.js";
+import { type ClientCredentials, requestToken, type TokenResponse } from "./client-credentials.js";
+import { type Clock, systemClock } from "./clock.js";
+import { describeTokenUrl } from "./response-text.js";
+import {
+  type CredentialReader,
+  type Credentials,
+  createCredentialReader,
+} from "./secret-reader.js";
+import { logFetchFailure, toTokenError, unavailableError } from "./token-errors.js";
+import { type CachedToken, isUsable, planToken } from "./token-lifetime.js";
+import type { AccessToken, TokenProvider, TokenStatus } from "./types.js";
+import { createWaiterSet } from "./waiters.js";
+
+export interface TokenSourceOptions {
+  /** Upstream name for logs and metric labels. */
+  upstream: string;
+  /** Every upstream sharing this source, for metric labels; default [upstream]. */
+  upstreams?: readonly string[];
+  spec: TokenEndpointSpec;
+  policy: TokenPolicy;
+  /** Dispatcher for the token endpoint; required unless fetchToken is given. */
+  dispatcher?: Dispatcher;
+  clock?: Clock;
+  logger: Logger;
+  metrics?: Metrics | undefined;
+  /** Uniform in [0, 1) for refresh points and jitter; injectable for tests. */
+  random?: () => number;
+  /** Replaces the token request (tests, a shared cache). */
+  fetchToken?: (credentials: ClientCredentials, signal: AbortSignal) => Promise<TokenResponse>;
+  /** Replaces the credential reader built from spec (tests). Closed with the source. */
+  credentialReader?: CredentialReader;
+  /** Poll interval for secret files; default 5000 ms. */
+  secretPollIntervalMs?: number;
+  /**
+   * Refresh in the background even when nobody used the token since it was fetched. Default
+   * true; lazily created sources of a large gateway turn it off so idle credentials cost nothing.
+   */
+  idleRefresh?: boolean;
+}
+
+export { expiryMarginMs } from "./token-lifetime.js";
+
+export function createTokenSource(options: TokenSourceOptions): TokenProvider {
+  const { spec, policy } = options;
+  const clock = options.clock ?? systemClock;
+  const random = options.random ?? Math.random;
+  const labels = options.upstreams ?? [options.upstream];
+  const log = options.logger.child({ component: "token", upstream: options.upstream });
+  const where = describeTokenUrl(spec.tokenUrl);
+  const reader =
+    options.credentialReader ??
+    createCredentialReader(spec, { clock, pollIntervalMs: options.secretPollIntervalMs });
+  const fetchToken = options.fetchToken ?? defaultFetch(options, clock);
+  const waiters = createWaiterSet(clock);
+
+  let token: CachedToken | undefined;
+  let usedSinceFetch = false;
+  let inflight = false;
+  let fetchAbort: AbortController | undefined;
+  let timer: unknown;
+  let nextAttemptAtMs: number | undefined;
+  let lastFetchStartMs: number | undefined;
+  let latestVersion: string | undefined;
+  let consecutiveFailures = 0;
+  let lastError: BearerProxyError | undefined;
+  let lastErrorAtWallMs: number | undefined;
+  let lastFetchAtWallMs: number | undefined;
+  let lastFetchDurationMs: number | undefined;
+  let fetchCount = 0;
+  let failureCount = 0;
+  let closed = false;
+
+  const unsubscribe = reader.onChange(onCredentialsChanged);
+
+  function usableToken(): CachedToken | undefined {
+    if (token && !isUsable(token, clock.now())) {
+      const fields = { fingerprint: token.fingerprint, failures: consecutiveFailures };
+      if (consecutiveFailures > 0) log.warn(fields, "token expired while refreshing kept failing");
+      else log.debug(fields, "token expired");
+      token = undefined;
+    }
+    return token;
+  }
+
+  function clearTimer(): void {
+    if (timer !== undefined) clock.clearTimeout(timer);
+    timer = undefined;
+    nextAttemptAtMs = undefined;
+  }
+
+  function schedule(atMs: number): void {
+    clearTimer();
+    nextAttemptAtMs = atMs;
+    timer = clock.setTimeout(onTimer, Math.max(0, atMs - clock.now()));
+  }
+
+  function onTimer(): void {
+    timer = undefined;
+    nextAttemptAtMs = undefined;
+    // An unused token of a lazy source is left to lapse; the next use fetches again.
+    if (options.idleRefresh === false && !usedSinceFetch && usableToken()) return;
+    startFetch();
+  }
+
+  /** Fetch as soon as the min refresh interval allows. */
+  function requestFetch(): void {
+    if (closed || inflight) return;
+    const now = clock.now();
+    const earliest =
+      lastFetchStartMs === undefined ? now : lastFetchStartMs + policy.minRefreshIntervalMs;
+    if (now >= earliest) startFetch();
+    else if (nextAttemptAtMs === undefined || nextAttemptAtMs > earliest) schedule(earliest);
+  }
+
+  function startFetch(): void {
+    if (closed || inflight) return;
+    clearTimer();
+    inflight = true;
+    lastFetchStartMs = clock.now();
+    fetchCount++;
+    fetchAbort = new AbortController();
+    void runFetch(fetchAbort.signal, lastFetchStartMs);
+  }
+
+  async function runFetch(signal: AbortSignal, startMs: number): Promise<void> {
+    let credentials: Credentials | undefined;
+    let response: TokenResponse | undefined;
+    let failure: unknown;
+    try {
+      credentials = await reader.read();
+      latestVersion = credentials.version;
+      response = await fetchToken(credentials, signal);
+    } catch (error) {
+      failure = error;
+    }
+    inflight = false;
+    fetchAbort = undefined;
+    if (closed) return;
+    lastFetchDurationMs = clock.now() - startMs;
+    lastFetchAtWallMs = clock.wallNow();
+    for (const upstream of labels) {
+      options.metrics?.tokenFetchDurationSeconds.observe({ upstream }, lastFetchDurationMs / 1000);
+    }
+    if (response && credentials) onSuccess(response, credentials.version, startMs);
+    else onFailure(toTokenError(failure, where), credentials?.version);
+  }
+
+  function onSuccess(response: TokenResponse, version: string, startMs: number): void {
+    countFetch("success");
+    consecutiveFailures = 0;
+    lastError = undefined;
+    if (version !== latestVersion) {
+      log.info("secret rotated during a token request: fetching again with the new secret");
+      requestFetch();
+      return;
+    }
+    const now = clock.now();
+    token = planToken(response, {
+      startMs,
+      nowMs: now,
+      wallNowMs: clock.wallNow(),
+      policy,
+      random,
+      credentialsVersion: version,
+    });
+    const { lifetimeMs, refreshAtMs } = token;
+    usedSinceFetch = false;
+    for (const upstream of labels) {
+      options.metrics?.tokenExpiryTimestampSeconds.set({ upstream }, token.expiresAtWallMs / 1000);
+    }
+    log.info(
+      {
+        fingerprint: token.fingerprint,
+        lifetimeS: lifetimeMs / 1000,
+        scope: token.scope,
+        refreshInS: round1((refreshAtMs - now) / 1000),
+        durationMs: Math.round(now - startMs),
+      },
+      "token fetched",
+    );
+    if (response.expiresInClamped)
+      log.warn("token endpoint sent expires_in above 24 h; clamped to 24 h");
+    if (response.expiresInSeconds === undefined) {
+      log.info(
+        { defaultLifetimeS: lifetimeMs / 1000 },
+        "token response had no expires_in; assuming the default",
+      );
+    }
+    const fresh = usableToken();
+    if (fresh) {
+      waiters.resolveAll(fresh);
+      schedule(refreshAtMs);
+    } else {
+      log.warn({ lifetimeS: lifetimeMs / 1000 }, "token expired before it could be used");
+      requestFetch();
+    }
+  }
+
+  function onFailure(error: BearerProxyError, version: string | undefined): void {
+    countFetch(error.code);
+    consecutiveFailures++;
+    failureCount++;
+    lastError = error;
+    lastErrorAtWallMs = clock.wallNow();
+    const configFault = error.code === "BP_ERR_TOKEN_REJECTED";
+    const now = clock.now();
+    const delayMs = computeBackoffMs(policy, {
+      attempt: consecutiveFailures,
+      retryAfterSeconds: error.retryAfterSeconds,
+      configFault,
+      random,
+    });
+    // A secret that rotated while we asked deserves a prompt retry, not the backoff.
+    const rotated = version !== undefined && version !== latestVersion;
+    const atMs = Math.max(rotated ? now : now + delayMs, now + policy.minRefreshIntervalMs);
+    schedule(atMs);
+    logFetchFailure(log, error, {
+      retryInS: round1((atMs - now) / 1000),
+      servingCachedToken: usableToken() !== undefined,
+      failures: consecutiveFailures,
+    });
+    // Re-read secret files before retrying: a rotation may be what the IdP is telling us about.
+    if (configFault) void reader.check();
+    if (!usableToken()) waiters.rejectExpiringBefore(atMs, () => noAvailableToken());
+  }
+
+  function onCredentialsChanged(credentials: Credentials): void {
+    if (closed) return;
+    latestVersion = credentials.version;
+    const dropped = token !== undefined && token.credentialsVersion !== credentials.version;
+    if (dropped) token = undefined;
+    log.info({ droppedCachedToken: dropped }, "secret rotation picked up");
+    if (inflight) return; // its result is checked against latestVersion when it lands
+    if (dropped || consecutiveFailures > 0) {
+      consecutiveFailures = 0;
+      clearTimer();
+      requestFetch();
+    }
+  }
+
+  function countFetch(outcome: string): void {
+    for (const upstream of labels) options.metrics?.tokenFetchesTotal.inc({ upstream, outcome });
+  }
+
+  function noAvailableToken(waitedMs?: number): BearerProxyError {
+    const nowMs = clock.now();
+    return unavailableError({
+      upstream: options.upstream,
+      where,
+      lastError,
+      closed,
+      retryAfterSeconds: Math.ceil(((nextAttemptAtMs ?? nowMs) - nowMs) / 1000),
+      waitedMs,
+    });
+  }
+
+  function noteUse(current: CachedToken | undefined): void {
+    usedSinceFetch = true;
+    // A lazy source skipped its refresh while idle: refresh now that it is used again.
+    if (current && !inflight && timer === undefined && clock.now() >= current.refreshAtMs) {
+      requestFetch();
+    }
+  }
+
+  return {
+    getToken(signal?: AbortSignal): Promise<AccessToken> {
+      if (closed) return Promise.reject(noAvailableToken());
+      const current = usableToken();
+      noteUse(current);
+      if (current) return Promise.resolve(current);
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      // Respect a pending backoff; otherwise make sure a fetch is coming.
+      if (!inflight && (consecutiveFailures === 0 || timer === undefined)) requestFetch();
+      const deadlineMs = clock.now() + policy.waitTimeoutMs;
+      if (!inflight && nextAttemptAtMs !== undefined && nextAttemptAtMs > deadlineMs) {
+        return Promise.reject(noAvailableToken());
+      }
+      return waiters.wait(policy.waitTimeoutMs, signal, () =>
+        noAvailableToken(policy.waitTimeoutMs),
+      );
+    },
+    peekToken() {
+      if (closed) return undefined;
+      const current = usableToken();
+      noteUse(current);
+      return current;
+    },
+    invalidate(stale: AccessToken): boolean {
+      if (closed || !token || token.value !== stale.value) return false;
+      const ageMs = clock.now() - token.obtainedAtMs;
+      if (ageMs < policy.minAgeBeforeInvalidateMs) return false;
+      log.info(
+        { fingerprint: token.fingerprint, ageS: round1(ageMs / 1000) },
+        "token invalidated after an upstream 401",
+      );
+      token = undefined;
+      if (!inflight && (consecutiveFailures === 0 || timer === undefined)) requestFetch();
+      return true;
+    },
+    start() {
+      if (closed || token || inflight || timer !== undefined || lastError) return;
+      startFetch();
+    },
+    status(): TokenStatus {
+      const current = closed ? undefined : usableToken();
+      let state: TokenStatus["state"];
+      if (closed) state = "closed";
+      else if (current) state = consecutiveFailures > 0 ? "degraded" : "valid";
+      else if (inflight && consecutiveFailures === 0) state = "fetching";
+      else if (lastError) state = "failed";
+      else state = inflight ? "fetching" : "idle";
+      return {
+        state,
+        fingerprint: current?.fingerprint,
+        scope: current?.scope,
+        expiresAtWallMs: current?.expiresAtWallMs,
+        lastFetchAtWallMs,
+        lastFetchDurationMs,
+        lastError:
+          lastError && lastErrorAtWallMs !== undefined
+            ? {
+                code: lastError.publicCode,
+                message: lastError.message,
+                atWallMs: lastErrorAtWallMs,
+              }
+            : undefined,
+        nextRefreshAtWallMs:
+          nextAttemptAtMs === undefined
+            ? undefined
+            : clock.wallNow() + (nextAttemptAtMs - clock.now()),
+        fetchCount,
+        failureCount,
+      };
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      clearTimer();
+      fetchAbort?.abort(new Error("token source closed"));
+      unsubscribe();
+      reader.close();
+      token = undefined;
+      waiters.rejectAll(() => noAvailableToken());
+    },
+  };
+}
+
+function defaultFetch(options: TokenSourceOptions, clock: Clock) {
+  const { dispatcher } = options;
+  if (!dispatcher) throw new TypeError("createTokenSource needs a dispatcher or a fetchToken");
+  return (credentials: ClientCredentials, signal: AbortSignal) =>
+    requestToken(options.spec, credentials, {
+      dispatcher,
+      timeoutMs: options.policy.requestTimeoutMs,
+      signal,
+      wallNow: () => clock.wallNow(),
+    });
+}
+
+function round1(value: number): number {
+  return Math.round(value * 10) / 10;
+}

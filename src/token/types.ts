@@ -1,0 +1,72 @@
+/**
+ * The token engine's contract with the rest of bearer-proxy. The proxy asks a `TokenProvider`
+ * for a token before forwarding and tells it when the upstream rejected one; admin routes read
+ * `TokenStatus`. Nothing here ever exposes a secret; token values leave only through `value`.
+ */
+
+/** A bearer token as cached. Times are on the injected monotonic clock unless named `Wall`. */
+export interface AccessToken {
+  /** The raw token. Only ever written into an Authorization header. */
+  readonly value: string;
+  /** First 8 hex chars of sha256(value): the only form of a token that may be logged or shown. */
+  readonly fingerprint: string;
+  readonly scope: string | undefined;
+  /** Monotonic ms when the token response arrived. */
+  readonly obtainedAtMs: number;
+  /** Monotonic ms after which the token must not be used (server's expiry). */
+  readonly expiresAtMs: number;
+  /** Wall-clock ms of expiry, for metrics and status. */
+  readonly expiresAtWallMs: number;
+  /** Lifetime the token endpoint granted, in ms. */
+  readonly lifetimeMs: number;
+}
+
+export type TokenState =
+  /** No token yet and none being fetched (lazy source before first use). */
+  | "idle"
+  /** First fetch in flight. */
+  | "fetching"
+  /** A token is usable. */
+  | "valid"
+  /** A token is usable but refreshing it failed; retrying with backoff. */
+  | "degraded"
+  /** No usable token: the last fetch failed and any old token has expired. */
+  | "failed"
+  | "closed";
+
+/** Secret-free snapshot for /status, /readyz and metrics. */
+export interface TokenStatus {
+  state: TokenState;
+  /** Fingerprint of the current token, if any. */
+  fingerprint: string | undefined;
+  scope: string | undefined;
+  expiresAtWallMs: number | undefined;
+  lastFetchAtWallMs: number | undefined;
+  lastFetchDurationMs: number | undefined;
+  /** Last failure: public code plus the IdP's `error`/`error_description` when it sent them. */
+  lastError: { code: string; message: string; atWallMs: number } | undefined;
+  /** Wall-clock ms of the next scheduled refresh or retry. */
+  nextRefreshAtWallMs: number | undefined;
+  fetchCount: number;
+  failureCount: number;
+}
+
+export interface TokenProvider {
+  /**
+   * A usable token: the cached one, or waits (bounded by the policy's waitTimeoutMs) for the
+   * in-flight fetch. Rejects with a BearerProxyError (token_unavailable / token_rejected).
+   */
+  getToken(signal?: AbortSignal): Promise<AccessToken>;
+  /** The cached token if usable right now, without waiting. The hot path tries this first. */
+  peekToken(): AccessToken | undefined;
+  /**
+   * The upstream answered 401 to `token`: drop it if it is still the cached one and older than
+   * minAgeBeforeInvalidateMs. Returns true if a refresh was started.
+   */
+  invalidate(token: AccessToken): boolean;
+  /** Start the first fetch now (prefetch) if none has happened. */
+  start(): void;
+  status(): TokenStatus;
+  /** Stop timers and watchers; later getToken calls reject. */
+  close(): void;
+}

@@ -1,0 +1,171 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { STATUS_PAGE_CSP } from "../../src/admin/status-page.js";
+import { fingerprint } from "../../src/token/fingerprint.js";
+import {
+  buildTestAdmin,
+  failedStatus,
+  makeUpstreamConfig,
+  NOW_WALL_MS,
+  type TestAdmin,
+  validStatus,
+} from "./helpers.js";
+
+const BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+
+describe("GET /status", () => {
+  let admin: TestAdmin | undefined;
+  afterEach(async () => {
+    await admin?.app.close();
+    admin = undefined;
+  });
+
+  function twoUpstreams(): TestAdmin {
+    return buildTestAdmin({
+      upstreams: [
+        makeUpstreamConfig("files"),
+        makeUpstreamConfig("scripts", {
+          baseUrl: "https://scripts.example.test",
+          apiVersion: "scripting-preview",
+          versionHeader: "2026-09-01.scripting.preview",
+        }),
+      ],
+      statuses: {
+        files: validStatus("token-one"),
+        scripts: failedStatus("BP_ERR_TOKEN_REJECTED", "answered 401 (invalid_client)"),
+      },
+    });
+  }
+
+  it("reports version, uptime, phase and each upstream's token state and request counts as JSON", async () => {
+    admin = twoUpstreams();
+    const m = admin.metrics;
+    m.requestsTotal.inc({ upstream: "files", method: "GET", status_class: "2xx" }, 5);
+    m.requestsTotal.inc({ upstream: "files", method: "POST", status_class: "2xx" }, 2);
+    m.requestsTotal.inc({ upstream: "files", method: "GET", status_class: "5xx" });
+    m.requestsInFlight.inc({ upstream: "files" });
+    m.errorsTotal.inc({ upstream: "scripts", code: "token_unavailable" }, 4);
+    m.replaysTotal.inc({ upstream: "files" }, 2);
+
+    const res = await admin.app.inject({ method: "GET", url: "/status" });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers["content-type"]).toMatch(/^application\/json/);
+    expect(res.headers["cache-control"]).toBe("no-store");
+    const body = res.json();
+    expect(body).toMatchObject({
+      version: "9.9.9-test",
+      phase: "running",
+      ready: false,
+      uptimeSeconds: 3725,
+      startedAt: new Date(NOW_WALL_MS - 3_725_000).toISOString(),
+    });
+    expect(body.upstreams[0]).toEqual({
+      name: "files",
+      baseUrl: "https://files.example.test",
+      apiVersion: "default",
+      tokenUrl: "https://files.example.test/iam/v1/oauth2/token",
+      prefetch: true,
+      token: {
+        state: "valid",
+        fingerprint: fingerprint("token-one"),
+        scope: "files:read files:write",
+        expiresAt: new Date(NOW_WALL_MS + 540_000).toISOString(),
+        secondsToExpiry: 540,
+        lastFetchAt: new Date(NOW_WALL_MS - 59_000).toISOString(),
+        lastFetchDurationMs: 42,
+        lastError: null,
+        nextRefreshAt: new Date(NOW_WALL_MS + 240_000).toISOString(),
+        fetchCount: 1,
+        failureCount: 0,
+      },
+      requests: {
+        total: 8,
+        byStatusClass: { "2xx": 7, "5xx": 1 },
+        inFlight: 1,
+        errors: 0,
+        errorsByCode: {},
+        replays: 2,
+      },
+    });
+    expect(body.upstreams[1]).toMatchObject({
+      name: "scripts",
+      apiVersion: "scripting-preview",
+      token: {
+        state: "failed",
+        fingerprint: null,
+        secondsToExpiry: null,
+        lastError: {
+          code: "BP_ERR_TOKEN_REJECTED",
+          message: "answered 401 (invalid_client)",
+          at: new Date(NOW_WALL_MS - 1_000).toISOString(),
+        },
+        failureCount: 3,
+      },
+      requests: { total: 0, errors: 4, errorsByCode: { token_unavailable: 4 } },
+    });
+  });
+
+  it("serves a self-contained, self-refreshing HTML page to browsers, under a strict CSP", async () => {
+    admin = twoUpstreams();
+    const res = await admin.app.inject({
+      method: "GET",
+      url: "/status",
+      headers: { accept: BROWSER_ACCEPT },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers["content-type"]).toBe("text/html; charset=utf-8");
+    expect(res.headers["content-security-policy"]).toBe(STATUS_PAGE_CSP);
+    expect(res.headers.vary).toBe("accept");
+    const html = res.body;
+    expect(html).toMatch(/^<!doctype html>/);
+    expect(html).toContain('<meta http-equiv="refresh" content="5">');
+    expect(html).not.toMatch(/<script|<link|src=|@import|url\(/i);
+    expect(html).toContain('data-upstream="files"');
+    expect(html).toContain('data-upstream="scripts"');
+    expect(html).toContain(fingerprint("token-one"));
+    expect(html).toContain("BP_ERR_TOKEN_REJECTED: answered 401 (invalid_client)");
+  });
+
+  it("honours ?format= over the Accept header", async () => {
+    admin = buildTestAdmin();
+    const html = await admin.app.inject({ method: "GET", url: "/status?format=html" });
+    expect(html.headers["content-type"]).toMatch(/^text\/html/);
+    const json = await admin.app.inject({
+      method: "GET",
+      url: "/status?format=json",
+      headers: { accept: BROWSER_ACCEPT },
+    });
+    expect(json.headers["content-type"]).toMatch(/^application\/json/);
+  });
+
+  it("escapes hostile values in the HTML page", async () => {
+    admin = buildTestAdmin({
+      statuses: {
+        files: failedStatus(
+          "BP_ERR_TOKEN_HTTP",
+          `answered 500 (<script>alert("x")</script> & <img src=x onerror=y>)`,
+        ),
+      },
+    });
+    const res = await admin.app.inject({
+      method: "GET",
+      url: "/status",
+      headers: { accept: "text/html" },
+    });
+    expect(res.body).not.toContain("<script>");
+    expect(res.body).not.toContain("<img");
+    expect(res.body).toContain(
+      "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;img src=x onerror=y&gt;",
+    );
+  });
+
+  it("hides credentials embedded in configured URLs", async () => {
+    admin = buildTestAdmin({
+      upstreams: [
+        makeUpstreamConfig("files", { baseUrl: "https://user:pa55word@files.example.test/api" }),
+      ],
+    });
+    const res = await admin.app.inject({ method: "GET", url: "/status" });
+    expect(res.json().upstreams[0].baseUrl).toBe("https://files.example.test/api");
+    expect(res.body).not.toContain("pa55word");
+  });
+});

@@ -1,0 +1,125 @@
+import { connect, type Socket } from "node:net";
+
+/**
+ * A raw TCP client for framing tests: writes exact bytes (nothing normalised, unlike any HTTP
+ * client) and reports every byte that came back and whether the server closed the connection.
+ */
+
+export interface RawExchange {
+  /** Everything the server sent, latin1-decoded. */
+  text: string;
+  /** True if the server closed (FIN or reset) before `timeoutMs`. */
+  closed: boolean;
+  /** Responses parsed from `text`, in order. */
+  responses: RawResponse[];
+}
+
+export interface RawResponse {
+  status: number;
+  /** Lowercase name → values in order. */
+  headers: Map<string, string[]>;
+  body: string;
+}
+
+export interface RawRequestOptions {
+  /** Give up waiting for the server to close after this long. Default 3000 ms. */
+  timeoutMs?: number;
+  /** Write the parts with this pause between them (slow clients). Default: all at once. */
+  parts?: (string | Buffer)[];
+  pauseMs?: number;
+  /** Half-close our side after writing. Default false (a real client keeps the connection). */
+  endAfterWrite?: boolean;
+  host?: string;
+}
+
+/** Sends `data` on a fresh connection and collects the answer until close or timeout. */
+export function rawRequest(
+  port: number,
+  data: string | Buffer,
+  options: RawRequestOptions = {},
+): Promise<RawExchange> {
+  const timeoutMs = options.timeoutMs ?? 3_000;
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let settled = false;
+    const socket: Socket = connect(port, options.host ?? "127.0.0.1");
+    const finish = (closed: boolean) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      const text = Buffer.concat(chunks).toString("latin1");
+      resolve({ text, closed, responses: parseResponses(text) });
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+    socket.on("end", () => finish(true));
+    socket.on("close", () => finish(true));
+    socket.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code === "ECONNRESET" || err.code === "EPIPE") finish(true);
+      else if (!settled) {
+        settled = true;
+        clearTimeout(timer);
+        reject(err);
+      }
+    });
+    socket.on("connect", async () => {
+      const parts = options.parts ?? [data];
+      for (let i = 0; i < parts.length; i++) {
+        if (socket.destroyed) return;
+        socket.write(parts[i]!);
+        if (options.pauseMs && i < parts.length - 1) {
+          await new Promise((r) => setTimeout(r, options.pauseMs));
+        }
+      }
+      if (options.endAfterWrite) socket.end();
+    });
+  });
+}
+
+/** Parses back-to-back HTTP/1.1 responses (Content-Length or chunked bodies). */
+export function parseResponses(text: string): RawResponse[] {
+  const responses: RawResponse[] = [];
+  let rest = text;
+  while (rest.startsWith("HTTP/")) {
+    const headEnd = rest.indexOf("\r\n\r\n");
+    if (headEnd === -1) break;
+    const lines = rest.slice(0, headEnd).split("\r\n");
+    const status = Number(lines[0]!.split(" ")[1]);
+    const headers = new Map<string, string[]>();
+    for (const line of lines.slice(1)) {
+      const colon = line.indexOf(":");
+      const name = line.slice(0, colon).trim().toLowerCase();
+      const list = headers.get(name) ?? [];
+      list.push(line.slice(colon + 1).trim());
+      headers.set(name, list);
+    }
+    rest = rest.slice(headEnd + 4);
+    let body = "";
+    const length = headers.get("content-length")?.[0];
+    if (status === 100 || status === 304 || status === 204) {
+      // no body
+    } else if (length !== undefined) {
+      body = rest.slice(0, Number(length));
+      rest = rest.slice(Number(length));
+    } else if (headers.get("transfer-encoding")?.[0]?.toLowerCase() === "chunked") {
+      for (;;) {
+        const lineEnd = rest.indexOf("\r\n");
+        if (lineEnd === -1) break;
+        const size = Number.parseInt(rest.slice(0, lineEnd), 16);
+        rest = rest.slice(lineEnd + 2);
+        if (size === 0) {
+          rest = rest.slice(rest.indexOf("\r\n") + 2);
+          break;
+        }
+        body += rest.slice(0, size);
+        rest = rest.slice(size + 2);
+      }
+    } else {
+      body = rest;
+      rest = "";
+    }
+    responses.push({ status, headers, body });
+  }
+  return responses;
+}

@@ -1,0 +1,203 @@
+/**
+ * The Dockerfile and .dockerignore, read as text (no Docker engine here): a pinned multi-stage
+ * build whose runtime stage is distroless, non-root and shell-free, runs the package's own bin,
+ * and gets a build context with everything the build copies and nothing it shouldn't.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { REPO_ROOT } from "./schema-tools.js";
+
+interface Instruction {
+  keyword: string;
+  args: string;
+}
+
+/** Instructions per stage, continuation lines joined and comments dropped. */
+function parseDockerfile(text: string): Instruction[][] {
+  const stages: Instruction[][] = [];
+  const logical = text
+    .replace(/\\\n/g, " ")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "" && !l.startsWith("#"));
+  for (const line of logical) {
+    const [keyword = "", ...rest] = line.split(/\s+/);
+    const instruction = { keyword: keyword.toUpperCase(), args: rest.join(" ") };
+    if (instruction.keyword === "FROM") stages.push([]);
+    stages[stages.length - 1]?.push(instruction);
+  }
+  return stages;
+}
+
+const dockerfile = readFileSync(join(REPO_ROOT, "Dockerfile"), "utf8");
+const [build = [], runtime = [], ...extra] = parseDockerfile(dockerfile);
+const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
+  version: string;
+  license: string;
+  bin: Record<string, string>;
+};
+
+function args(stage: Instruction[], keyword: string): string[] {
+  return stage.filter((i) => i.keyword === keyword).map((i) => i.args);
+}
+
+describe("Dockerfile", () => {
+  it("has a build stage on the full Node image and a distroless runtime of the same major", () => {
+    expect(extra).toEqual([]);
+    const builder = /^node:(\d+)-bookworm AS build$/.exec(args(build, "FROM")[0] ?? "");
+    const base = /^gcr\.io\/distroless\/nodejs(\d+)-debian12:nonroot AS runtime$/.exec(
+      args(runtime, "FROM")[0] ?? "",
+    );
+    expect(builder?.[1]).toBeDefined();
+    expect(Number(builder?.[1])).toBeGreaterThanOrEqual(24);
+    expect(base?.[1]).toBe(builder?.[1]);
+  });
+
+  it("says where the base image digests go and why they are not filled in", () => {
+    expect(dockerfile).toMatch(/# digest: FROM node:24-bookworm@sha256:<digest>/);
+    expect(dockerfile).toMatch(
+      /# digest: FROM gcr\.io\/distroless\/nodejs24-debian12:nonroot@sha256:<digest>/,
+    );
+    expect(dockerfile).toMatch(/could not be resolved/);
+  });
+
+  it("installs from the lockfile, compiles, and prunes dev dependencies", () => {
+    const runs = args(build, "RUN").join("\n");
+    expect(runs).toMatch(/npm ci\b/);
+    expect(runs).toMatch(/npm run build\b/);
+    expect(runs).toMatch(/npm prune --omit=dev\b/);
+    expect(runs.indexOf("npm ci")).toBeLessThan(runs.indexOf("npm run build"));
+  });
+
+  it("runs no command in the runtime stage (it has no shell)", () => {
+    expect(args(runtime, "RUN")).toEqual([]);
+    expect(args(runtime, "SHELL")).toEqual([]);
+  });
+
+  it("copies only the build's output, production dependencies and package.json", () => {
+    const copies = args(runtime, "COPY");
+    expect(copies.every((c) => c.startsWith("--from=build "))).toBe(true);
+    const targets = copies.map((c) => c.split(/\s+/).pop());
+    expect(targets.sort()).toEqual(["./dist", "./node_modules", "./package.json"]);
+    expect(args(runtime, "WORKDIR")).toEqual(["/app"]);
+  });
+
+  it("runs as numeric non-root user 65532 with NODE_ENV=production", () => {
+    expect(args(runtime, "USER")).toEqual(["65532:65532"]);
+    expect(args(runtime, "ENV")).toContain("NODE_ENV=production");
+  });
+
+  it("starts the package's bin with the image's node, `run` by default", () => {
+    expect(pkg.bin["bearer-proxy"]).toBe("dist/cli.js");
+    expect(JSON.parse(args(runtime, "ENTRYPOINT")[0] ?? "null")).toEqual([
+      "/nodejs/bin/node",
+      "/app/dist/cli.js",
+    ]);
+    expect(JSON.parse(args(runtime, "CMD")[0] ?? "null")).toEqual(["run"]);
+  });
+
+  it("exposes the proxy and admin ports", () => {
+    expect(args(runtime, "EXPOSE")).toEqual(["8080 9901"]);
+  });
+
+  it("checks health with the CLI's `wait`, in exec form (no curl, no shell)", () => {
+    const healthcheck = args(runtime, "HEALTHCHECK")[0] ?? "";
+    const exec = /CMD (\[.*\])$/.exec(healthcheck)?.[1];
+    expect(JSON.parse(exec ?? "null")).toEqual([
+      "/nodejs/bin/node",
+      "/app/dist/cli.js",
+      "wait",
+      "--timeout",
+      "2s",
+    ]);
+  });
+
+  it("carries the OCI labels, with the package's licence", () => {
+    const labels = args(runtime, "LABEL").join(" ");
+    for (const key of [
+      "title",
+      "description",
+      "version",
+      "revision",
+      "created",
+      "source",
+      "licenses",
+    ])
+      expect(labels).toContain(`org.opencontainers.image.${key}=`);
+    expect(labels).toContain(`org.opencontainers.image.licenses="${pkg.license}"`);
+    expect(args(runtime, "ARG")).toContain(`VERSION=${pkg.version}`);
+  });
+});
+
+/**
+ * Docker's .dockerignore rules: patterns are matched against the path and each of its parent
+ * folders, the last matching pattern wins, and `!` re-includes.
+ */
+function isIgnored(path: string, patterns: readonly string[]): boolean {
+  let ignored = false;
+  for (const raw of patterns) {
+    const negate = raw.startsWith("!");
+    const pattern = (negate ? raw.slice(1) : raw).replace(/^\/+|\/+$/g, "");
+    const source = pattern
+      .split(/(\*\*\/|\*\*|\*|\?)/)
+      .map((part) => {
+        if (part === "**/") return "(?:.*/)?";
+        if (part === "**") return ".*";
+        if (part === "*") return "[^/]*";
+        if (part === "?") return "[^/]";
+        return part.replace(/[.+^${}()|[\]\\]/g, "\\$&");
+      })
+      .join("");
+    const regex = new RegExp(`^${source}$`);
+    const parts = path.split("/");
+    const candidates = parts.map((_p, i) => parts.slice(0, i + 1).join("/"));
+    if (candidates.some((c) => regex.test(c))) ignored = !negate;
+  }
+  return ignored;
+}
+
+describe(".dockerignore", () => {
+  const patterns = readFileSync(join(REPO_ROOT, ".dockerignore"), "utf8")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "" && !l.startsWith("#"));
+
+  it("matches the way Docker does (the check can fail)", () => {
+    expect(isIgnored("a/b.txt", ["*", "!a/"])).toBe(false);
+    expect(isIgnored("a/node_modules/x.js", ["*", "!a/", "**/node_modules"])).toBe(true);
+    expect(isIgnored("b/c.txt", ["*", "!a/"])).toBe(true);
+    expect(isIgnored(".env", ["**/.env"])).toBe(true);
+    expect(isIgnored("a/b/.env", ["**/.env"])).toBe(true);
+    expect(isIgnored("a.env", ["**/.env"])).toBe(false);
+  });
+
+  it.each([
+    "node_modules/fastify/package.json",
+    "dist/cli.js",
+    ".git/HEAD",
+    ".tmp/notes.md",
+    "bench/results/run.json",
+    "test/packaging/dockerfile.test.ts",
+    "src/proxy/forward.test.ts",
+    "coverage/index.html",
+    "bearer-proxy-0.1.0.tgz",
+    "helm/bearer-proxy/values.yaml",
+    "docs/docker.md",
+    ".env",
+  ])("keeps %s out of the build context", (path) => {
+    expect(isIgnored(path, patterns)).toBe(true);
+  });
+
+  it("lets in every file the build stage copies", () => {
+    const sources = args(build, "COPY")
+      .filter((c) => !c.startsWith("--from"))
+      .flatMap((c) => c.split(/\s+/).slice(0, -1));
+    expect(sources).toEqual(expect.arrayContaining(["package.json", "package-lock.json", "src"]));
+    for (const source of sources) {
+      const probe = source === "src" ? "src/cli.ts" : source;
+      expect(isIgnored(probe, patterns), source).toBe(false);
+    }
+    expect(isIgnored("src/config/schema.ts", patterns)).toBe(false);
+  });
+});

@@ -1,0 +1,253 @@
+/**
+ * Renders the chart with a real `helm` binary, when there is one (`HELM_BIN`, or `helm` on the
+ * PATH; skipped otherwise): lint and template every example, check the rendered objects, the
+ * config in the ConfigMap (against bearer-proxy's loader and the tests' own model of the
+ * template), schema rejection, sidecar mode, and the sidecar named template against the
+ * copy-paste example.
+ */
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import {
+  accessSync,
+  constants,
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { parse, parseAllDocuments } from "yaml";
+import {
+  CHART_DIR,
+  mergeValues,
+  renderChartConfig,
+  type Values,
+  validateWithLoader,
+} from "./schema-tools.js";
+
+function findHelm(): string | undefined {
+  const candidates = [
+    process.env.HELM_BIN,
+    ...(process.env.PATH ?? "").split(delimiter).map((d) => join(d, "helm")),
+  ];
+  for (const candidate of candidates) {
+    if (!candidate) continue;
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {}
+  }
+  return undefined;
+}
+
+const helm = findHelm();
+
+function runHelm(args: string[]): { status: number; stdout: string; stderr: string } {
+  const result = spawnSync(helm!, args, { encoding: "utf8", timeout: 30_000 });
+  return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
+}
+
+type K8sObject = {
+  kind: string;
+  metadata: { name: string; annotations?: Record<string, string> };
+} & Values;
+
+function renderObjects(valueFiles: string[], sets: string[] = []): K8sObject[] {
+  const args = ["template", "rel", CHART_DIR, "--namespace", "egress"];
+  for (const f of valueFiles) args.push("-f", f);
+  for (const s of sets) args.push("--set", s);
+  const result = runHelm(args);
+  expect(result.stderr).toBe("");
+  expect(result.status).toBe(0);
+  return parseAllDocuments(result.stdout)
+    .map((d) => d.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
+}
+
+const examples = ["gateway-values.yaml", "gateway-redis-values.yaml"].map((f) =>
+  join(CHART_DIR, "examples", f),
+);
+const exampleName = (path: string): string => path.split("/").pop() ?? path;
+const defaults = parse(readFileSync(join(CHART_DIR, "values.yaml"), "utf8")) as Values;
+const withSecret = "existingSecret=creds";
+
+interface Container {
+  name: string;
+  args?: string[];
+  startupProbe?: { httpGet: { path: string; port: string | number } };
+  livenessProbe?: { httpGet: { path: string; port: string | number } };
+  readinessProbe?: { httpGet: { path: string; port: string | number } };
+  lifecycle?: { preStop?: { sleep?: { seconds: number } } };
+  securityContext?: Values;
+}
+interface PodSpec {
+  terminationGracePeriodSeconds: number;
+  automountServiceAccountToken: boolean;
+  securityContext: Values;
+  containers: Container[];
+  initContainers?: Container[];
+  volumes: ({ name: string } & Values)[];
+}
+
+function podSpecOf(objects: K8sObject[]): { spec: PodSpec; annotations: Record<string, string> } {
+  const deployment = objects.find((o) => o.kind === "Deployment") as unknown as {
+    spec: { template: { metadata: { annotations: Record<string, string> }; spec: PodSpec } };
+  };
+  return {
+    spec: deployment.spec.template.spec,
+    annotations: deployment.spec.template.metadata.annotations,
+  };
+}
+
+function configMapText(objects: K8sObject[]): string {
+  const cm = objects.find((o) => o.kind === "ConfigMap" && !o.metadata.name.endsWith("-dashboard"));
+  return (cm as unknown as { data: Record<string, string> }).data["config.yaml"]!;
+}
+
+describe.skipIf(!helm)("helm render (helm binary found)", () => {
+  it.each([
+    ["values.yaml", [] as string[], [withSecret]],
+    ...examples.map((f): [string, string[], string[]] => [exampleName(f), [f], []]),
+  ])("lints with %s", (_name, files, sets) => {
+    const args = [
+      "lint",
+      CHART_DIR,
+      ...files.flatMap((f) => ["-f", f]),
+      ...sets.flatMap((s) => ["--set", s]),
+    ];
+    const result = runHelm(args);
+    expect(result.stdout + result.stderr).toMatch(/0 chart\(s\) failed/);
+    expect(result.status).toBe(0);
+  });
+
+  it.each(examples.map((f) => [exampleName(f), f]))(
+    "renders %s into a config bearer-proxy accepts, as the tests model it",
+    async (_name, file) => {
+      const objects = renderObjects([file]);
+      const text = configMapText(objects);
+      expect(await validateWithLoader(text)).toEqual([]);
+      const values = mergeValues(defaults, parse(readFileSync(file, "utf8")) as Values);
+      expect(parse(text)).toEqual(renderChartConfig(values));
+      // Pods roll when the config changes.
+      expect(podSpecOf(objects).annotations["checksum/config"]).toBe(
+        createHash("sha256").update(text.replace(/\n$/, "")).digest("hex"),
+      );
+    },
+  );
+
+  it("renders a hardened gateway pod with probes and a derived grace period", () => {
+    const objects = renderObjects([], [withSecret]);
+    expect(objects.map((o) => o.kind).sort()).toEqual(
+      ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"].sort(),
+    );
+    const { spec } = podSpecOf(objects);
+    const c = spec.containers[0]!;
+    expect(c.args).toEqual(["run", "--config", "/etc/bearer-proxy/config.yaml"]);
+    expect(c.startupProbe?.httpGet).toEqual({ path: "/startup", port: "admin" });
+    expect(c.livenessProbe?.httpGet).toEqual({ path: "/livez", port: "admin" });
+    expect(c.readinessProbe?.httpGet).toEqual({ path: "/readyz", port: "admin" });
+    expect(c.lifecycle?.preStop?.sleep?.seconds).toBe(5);
+    expect(spec.terminationGracePeriodSeconds).toBe(5 + 5 + 30 + 5);
+    expect(spec.automountServiceAccountToken).toBe(false);
+    expect(c.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    expect(spec.volumes.map((v) => v.name).sort()).toEqual(["config", "credentials", "tmp"]);
+  });
+
+  it("follows shutdown values into the grace period and the hook", () => {
+    const objects = renderObjects(
+      [],
+      [withSecret, "shutdown.preStopSleepSeconds=0", "shutdown.timeoutSeconds=60"],
+    );
+    const { spec } = podSpecOf(objects);
+    expect(spec.terminationGracePeriodSeconds).toBe(0 + 5 + 60 + 5);
+    expect(spec.containers[0]?.lifecycle).toBeUndefined();
+    expect(parse(configMapText(objects)).shutdown).toEqual({ drainDelay: "5s", timeout: "60s" });
+  });
+
+  it("renders every optional object of the examples", () => {
+    const kinds = new Set(examples.flatMap((f) => renderObjects([f]).map((o) => o.kind)));
+    for (const kind of [
+      "HorizontalPodAutoscaler",
+      "NetworkPolicy",
+      "ServiceMonitor",
+      "PrometheusRule",
+    ])
+      expect(kinds).toContain(kind);
+    const dashboard = renderObjects([examples[0]!]).find((o) =>
+      o.metadata.name.endsWith("-dashboard"),
+    );
+    const json = (dashboard as unknown as { data: Record<string, string> }).data[
+      "bearer-proxy.json"
+    ]!;
+    expect(JSON.parse(json).uid).toBe("bearer-proxy");
+  });
+
+  it("renders nothing in sidecar mode", () => {
+    const result = runHelm(["template", "rel", CHART_DIR, "--set", "mode=sidecar"]);
+    expect(result.status).toBe(0);
+    expect(parseAllDocuments(result.stdout).filter((d) => d.toJS() !== null)).toEqual([]);
+  });
+
+  it.each([
+    [["mode=daemonset"], /mode/],
+    [[withSecret, "config.listen.port=1"], /listen/],
+    [["redis.enabled=true", withSecret], /redis/],
+    [[], /set existingSecret/],
+  ])("refuses %j", (sets, message) => {
+    const result = runHelm(["template", "rel", CHART_DIR, ...sets.flatMap((s) => ["--set", s])]);
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toMatch(message);
+  });
+
+  describe("bearer-proxy.sidecar from a parent chart", () => {
+    const dir = mkdtempSync(join(tmpdir(), "bp-parent-"));
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+    it("renders the same container and volumes as examples/sidecar-native.yaml", () => {
+      mkdirSync(join(dir, "charts"), { recursive: true });
+      mkdirSync(join(dir, "templates"));
+      cpSync(CHART_DIR, join(dir, "charts", "bearer-proxy"), { recursive: true });
+      writeFileSync(
+        join(dir, "Chart.yaml"),
+        "apiVersion: v2\nname: app\nversion: 0.1.0\ndependencies:\n  - name: bearer-proxy\n    version: 0.1.0\n",
+      );
+      writeFileSync(join(dir, "values.yaml"), "bearer-proxy:\n  mode: sidecar\n");
+      writeFileSync(
+        join(dir, "templates", "pod.yaml"),
+        [
+          "apiVersion: v1",
+          "kind: Pod",
+          "metadata:",
+          "  name: app",
+          "spec:",
+          "  initContainers:",
+          '    {{- include "bearer-proxy.sidecar" (dict "baseUrl" "https://api.example.com" "secretName" "api-credentials") | nindent 4 }}',
+          "  containers: []",
+          "  volumes:",
+          '    {{- include "bearer-proxy.sidecarVolumes" (dict "secretName" "api-credentials") | nindent 4 }}',
+          "",
+        ].join("\n"),
+      );
+      const result = runHelm(["template", "p", dir]);
+      expect(result.stderr).toBe("");
+      const pod = parse(result.stdout) as { spec: PodSpec };
+      const example = parseAllDocuments(
+        readFileSync(join(CHART_DIR, "examples", "sidecar-native.yaml"), "utf8"),
+      )[0]!.toJS() as { spec: { template: { spec: PodSpec } } };
+      const expected = example.spec.template.spec;
+      expect(pod.spec.initContainers).toEqual(expected.initContainers);
+      expect(pod.spec.volumes).toEqual(expected.volumes);
+    });
+  });
+});

@@ -1,0 +1,127 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
+import { rawRequest } from "../helpers/raw-http.js";
+import { createTestPki } from "../helpers/tls.js";
+import { startTestProxy, type TestProxy } from "./harness.js";
+import { createStubTokens } from "./stub-tokens.js";
+
+/** Paths reach the upstream byte for byte; unsafe ones never leave the proxy. */
+describe("request paths", () => {
+  let upstream: FakeUpstream;
+  let proxy: TestProxy;
+
+  beforeAll(async () => {
+    const pki = await createTestPki();
+    upstream = await startFakeUpstream({ cert: pki.good });
+    const tokens = createStubTokens();
+    proxy = await startTestProxy({
+      caPem: pki.caPem,
+      tokens: { root: tokens, api: tokens, based: tokens, hosted: tokens },
+      config: {
+        upstreams: [
+          { name: "root", baseUrl: upstream.origin },
+          {
+            name: "api",
+            baseUrl: upstream.origin,
+            match: { pathPrefix: "/api" },
+            stripPrefix: true,
+          },
+          {
+            name: "based",
+            baseUrl: `${upstream.origin}/base/v1`,
+            match: { pathPrefix: "/based/" },
+            stripPrefix: true,
+          },
+          {
+            name: "hosted",
+            baseUrl: `${upstream.origin}/hosted`,
+            match: { pathPrefix: "/", hosts: ["api.example.test"] },
+          },
+        ],
+      },
+    });
+  });
+  afterAll(async () => {
+    await proxy.close();
+    await upstream.close();
+  });
+
+  async function send(target: string, host = "127.0.0.1") {
+    const before = upstream.requests.length;
+    const exchange = await rawRequest(
+      proxy.port,
+      `GET ${target} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+    );
+    const response = exchange.responses[0]!;
+    const forwarded = upstream.requests.slice(before);
+    return { response, forwarded, sent: forwarded[0]?.url };
+  }
+
+  it.each([
+    ["/echo/a%2Fb//c;d?x=1+2", "/echo/a%2Fb//c;d?x=1+2"],
+    ["/echo/%7e%7E~?q=%20+%2B&&a=", "/echo/%7e%7E~?q=%20+%2B&&a="],
+    ["/echo/x?path=/../../etc", "/echo/x?path=/../../etc"],
+    ["/apix/echo", "/apix/echo"],
+    ["/api", "/"],
+    ["/api?x=1", "/?x=1"],
+    ["/api/echo/a%2F..%2Fb", "/echo/a%2F..%2Fb"],
+    ["/based/echo/q?z", "/base/v1/echo/q?z"],
+    ["/based/", "/base/v1/"],
+  ])("%s is sent upstream as %s", async (target, expected) => {
+    const { response, sent } = await send(target);
+    // The fake upstream answers (200 for its echo route, 404 elsewhere), never the proxy.
+    expect(response.headers.get("bearer-proxy-error")).toBeUndefined();
+    expect(sent).toBe(expected);
+  });
+
+  it("routes by Host before path: a host in match.hosts only reaches its upstreams", async () => {
+    expect((await send("/echo/h", "api.example.test")).sent).toBe("/hosted/echo/h");
+    expect((await send("/echo/h", "API.Example.Test:80")).sent).toBe("/hosted/echo/h");
+    // Another port is another authority: back to the host-less upstreams.
+    expect((await send("/echo/h", "api.example.test:8080")).sent).toBe("/echo/h");
+  });
+
+  it.each([
+    "/echo/./x",
+    "/echo/../x",
+    "/api/../echo",
+    "/echo/.",
+    "/echo/..",
+    "/echo/%2e%2e/x",
+    "/echo/%2E/x",
+    "/echo/.%2e/x",
+    "/echo/..;/x",
+    "/echo\\..\\x",
+    "/echo/a%5cb",
+  ])("refuses %s with 400 bad_request and forwards nothing", async (target) => {
+    const { response, forwarded } = await send(target);
+    expect(response.status).toBe(400);
+    expect(response.headers.get("bearer-proxy-error")).toEqual(["bad_request"]);
+    expect(JSON.parse(response.body).error.code).toBe("bad_request");
+    expect(forwarded).toEqual([]);
+  });
+
+  it("answers 404 no_route naming the configured routes when nothing matches", async () => {
+    const only = await startTestProxy({
+      tokens: { a: createStubTokens() },
+      config: {
+        upstreams: [{ name: "a", baseUrl: upstream.origin, match: { pathPrefix: "/only/" } }],
+      },
+    });
+    try {
+      const exchange = await rawRequest(
+        only.port,
+        "GET /elsewhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+      );
+      const response = exchange.responses[0]!;
+      expect(response.status).toBe(404);
+      expect(response.headers.get("bearer-proxy-error")).toEqual(["no_route"]);
+      const body = JSON.parse(response.body);
+      expect(body.error.code).toBe("no_route");
+      expect(body.error.message).toContain("/only/");
+      expect(body.error.message).not.toContain("127.0.0.1");
+    } finally {
+      await only.close();
+    }
+  });
+});

@@ -1,0 +1,142 @@
+import { createClient } from "redis";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
+import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import {
+  recordingLogger,
+  redisCacheConfig,
+  skipWithoutRedis,
+  useRedisServer,
+} from "../helpers/redis-server.js";
+
+const LOCK_TTL_MS = 500;
+
+function issue(accessToken: string): SharedToken {
+  const nowMs = Date.now();
+  return {
+    accessToken,
+    tokenType: "Bearer",
+    scope: undefined,
+    obtainedAtWallMs: nowMs,
+    expiresAtWallMs: nowMs + 60_000,
+  };
+}
+
+function deferred<T>() {
+  let resolve: (value: T) => void = () => {};
+  let reject: (err: unknown) => void = () => {};
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+describe.skipIf(skipWithoutRedis)("redis token cache: the cross-replica lock", () => {
+  const redis = useRedisServer();
+  let raw: ReturnType<typeof createClient>;
+  const caches: SharedTokenCache[] = [];
+  beforeAll(async () => {
+    raw = createClient({ url: redis().url });
+    raw.on("error", () => {});
+    await raw.connect();
+  });
+  afterAll(async () => {
+    await raw.close();
+  });
+  afterEach(async () => {
+    await Promise.all(caches.splice(0).map((cache) => cache.close()));
+  });
+
+  function setup() {
+    const config = redisCacheConfig(redis().url, { lockTtlMs: LOCK_TTL_MS });
+    const log = recordingLogger();
+    const replicas = [0, 1, 2].map(() => createRedisTokenCache({ config, logger: log.logger }));
+    caches.push(...replicas);
+    const lockKey = `${config.keyPrefix}lock:cred`;
+    const get = (cache: SharedTokenCache, fetchFromIdp: () => Promise<SharedToken>) =>
+      cache.getOrFetch({
+        credentialKey: "cred",
+        secret: "s3cret",
+        refreshFraction: 0.75,
+        fetchFromIdp,
+      });
+    const waitForLock = async () => {
+      while ((await raw.get(lockKey)) === null) await new Promise((r) => setTimeout(r, 5));
+    };
+    return { config, log, replicas, lockKey, get, waitForLock };
+  }
+
+  it("lets the others proceed after lockTtl when the holder's fetch never returns", async () => {
+    const { replicas, lockKey, get, waitForLock } = setup();
+    const [a, b, c] = replicas as [SharedTokenCache, SharedTokenCache, SharedTokenCache];
+    const hung = deferred<SharedToken>();
+    const fromA = get(a, () => hung.promise);
+    await waitForLock();
+    const started = performance.now();
+
+    let otherFetches = 0;
+    const slow = deferred<SharedToken>();
+    const fromB = get(b, () => {
+      otherFetches++;
+      return slow.promise;
+    });
+    const fromC = get(c, () => {
+      otherFetches++;
+      return slow.promise;
+    });
+    // B or C takes the expired lock; until then neither fetches.
+    while (otherFetches === 0) await new Promise((r) => setTimeout(r, 5));
+    const waitedMs = performance.now() - started;
+    expect(waitedMs).toBeGreaterThanOrEqual(LOCK_TTL_MS - 50);
+    expect(waitedMs).toBeLessThan(LOCK_TTL_MS + 400);
+    const ownerWhileFetching = await raw.get(lockKey);
+    expect(ownerWhileFetching).not.toBeNull();
+
+    // The dead holder comes back: it may store its token, but must not release the new lock.
+    hung.resolve(issue("token-from-a"));
+    expect((await fromA).accessToken).toBe("token-from-a");
+    expect(await raw.get(lockKey)).toBe(ownerWhileFetching);
+
+    slow.resolve(issue("token-from-b-or-c"));
+    const [tb, tc] = await Promise.all([fromB, fromC]);
+    expect(otherFetches).toBe(1);
+    expect(tb.accessToken).toBe(tc.accessToken);
+    expect(await raw.get(lockKey)).toBeNull();
+  });
+
+  it("releases the lock at once when the holder's fetch fails", async () => {
+    const { replicas, get, waitForLock } = setup();
+    const [a, b] = replicas as [SharedTokenCache, SharedTokenCache];
+    const failing = deferred<SharedToken>();
+    const fromA = get(a, () => failing.promise);
+    await waitForLock();
+    let bFetches = 0;
+    const fromB = get(b, async () => {
+      bFetches++;
+      return issue("token-from-b");
+    });
+    const started = performance.now();
+    failing.reject(new Error("invalid_client"));
+    await expect(fromA).rejects.toThrow("invalid_client");
+    expect((await fromB).accessToken).toBe("token-from-b");
+    expect(bFetches).toBe(1);
+    expect(performance.now() - started).toBeLessThan(LOCK_TTL_MS / 2);
+  });
+
+  it("bounds waiting at 2 × lockTtl, then fetches locally", async () => {
+    const { log, replicas, lockKey, get } = setup();
+    // A lock some stuck process keeps renewing.
+    await raw.set(lockKey, "someone-else", { expiration: { type: "PX", value: 60_000 } });
+    const started = performance.now();
+    const token = await get(replicas[0] as SharedTokenCache, async () => issue("local"));
+    const elapsedMs = performance.now() - started;
+    expect(token.accessToken).toBe("local");
+    expect(elapsedMs).toBeGreaterThanOrEqual(2 * LOCK_TTL_MS);
+    expect(elapsedMs).toBeLessThan(2 * LOCK_TTL_MS + 600);
+    expect(await raw.get(lockKey)).toBe("someone-else");
+    expect(log.records.filter((r) => r.level === "warn").map((r) => r.msg)).toEqual([
+      "waited too long for another replica's token fetch; fetching locally",
+    ]);
+  });
+});
