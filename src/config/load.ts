@@ -73,43 +73,59 @@ export async function loadConfigWithWarnings(
 
   const interpolation = new IssueList();
   const { value, trace } = interpolateDocument(parsed?.value, env, interpolation);
-  const issues = new IssueList();
-  const merged = applyOverrides(value, { env, flags: options.flags ?? {}, hasFile }, issues);
+  const overrides = new IssueList();
+  const merged = applyOverrides(value, { env, flags: options.flags ?? {}, hasFile }, overrides);
   const stillCounts = (path: RawIssue["path"]) => !isReplaced(toPointer(path), merged.replaced);
   const doc = merged.doc;
   coerceDocument(doc, trace.whole.filter(stillCounts), ConfigFile);
 
-  const schemaIssues = new IssueList();
-  validateSchema(doc, schemaIssues);
+  const schema = new IssueList();
+  validateSchema(doc, schema);
   const baseDir = file === undefined ? cwd : dirname(file);
   const pathContext = { baseDir, cwd, provenance: merged.provenance };
-  await validateSemantics(doc, { ...pathContext, hasFile }, issues);
+  const semantic = new IssueList();
+  await validateSemantics(doc, { ...pathContext, hasFile }, semantic);
 
-  const nothingToProxy = !hasFile && issues.issues.some((i) => i.source === "config");
-  const unresolved = interpolation.issues.filter((i) => stillCounts(i.path));
-  // A value with an unset variable is wrong because of it: don't also report its consequences.
-  const unresolvedAt = new Set(unresolved.map((i) => toPointer(i.path)));
-  const all: RawIssue[] = [
-    ...unresolved,
-    ...issues.issues.filter((i) => i.source !== undefined),
-    // Without file and base URL, "upstreams: required" would only repeat "nothing to proxy".
-    ...schemaIssues.issues.filter((i) => !(nothingToProxy && i.path.join(".") === "upstreams")),
-    ...issues.issues.filter((i) => i.source === undefined),
-  ].filter(
-    (i) => i.source !== undefined || unresolved.includes(i) || !unresolvedAt.has(toPointer(i.path)),
-  );
+  const all = collateIssues({
+    unresolved: interpolation.issues.filter((i) => stillCounts(i.path)),
+    overrides: overrides.issues,
+    schema: schema.issues,
+    semantic: semantic.issues,
+  });
   const report: ReportContext = {
     doc,
     provenance: merged.provenance,
     vars: trace.vars,
     ...(parsed ? { lineOf: parsed.lineOf } : {}),
   };
-  const warnings = [...(parsed?.warnings ?? []), ...issues.warnings].map((w) =>
-    issueText(toConfigIssue(w, report)),
+  const warnings = [...(parsed?.warnings ?? []), ...overrides.warnings, ...semantic.warnings].map(
+    (w) => issueText(toConfigIssue(w, report)),
   );
   if (all.length > 0) throw createConfigError(sortIssues(all, report), warnings, file);
   const config = deepFreeze(normalizeConfig(doc as ConfigFile, pathContext));
   return { config, warnings };
+}
+
+/** All problems of a load, minus those that only repeat another one. */
+function collateIssues(found: {
+  unresolved: readonly RawIssue[];
+  overrides: readonly RawIssue[];
+  schema: readonly RawIssue[];
+  semantic: readonly RawIssue[];
+}): RawIssue[] {
+  // A value with an unset variable is wrong because of it: don't also report its consequences.
+  const unresolvedAt = new Set(found.unresolved.map((i) => toPointer(i.path)));
+  const nothingToProxy = found.overrides.some((i) => i.source === "config");
+  const consequences = (i: RawIssue) =>
+    unresolvedAt.has(toPointer(i.path)) ||
+    // Without file and base URL, "upstreams: required" only repeats "nothing to proxy".
+    (nothingToProxy && i.path.length === 1 && i.path[0] === "upstreams");
+  return [
+    ...found.unresolved,
+    ...found.overrides,
+    ...found.schema.filter((i) => !consequences(i)),
+    ...found.semantic.filter((i) => !consequences(i)),
+  ];
 }
 
 /** Env/flag problems first, then file problems in line order (phase order breaks ties). */

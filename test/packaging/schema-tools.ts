@@ -155,9 +155,9 @@ export function renderChartConfig(values: Values): Values {
   return config;
 }
 
-/** Names of the `${VAR}` references in a text. */
-export function referencedVariables(text: string): string[] {
-  return [...text.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]!);
+/** Names of the `${VAR}` references without a default (`${VAR:-x}` needs no value) in a text. */
+export function requiredVariables(text: string): string[] {
+  return [...text.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g)].map((m) => m[1]!);
 }
 
 /** Messages about credential/CA files that exist only where the config is deployed. */
@@ -165,11 +165,12 @@ const ABSENT_FILE = /^expected a readable file, found nothing at /;
 
 /**
  * Runs a config text through bearer-proxy's real loader (what `bearer-proxy validate` does),
- * with every referenced `${VAR}` set to a placeholder and no other environment. Returns the
- * problems, leaving out only files that are absent on this machine (secrets mounted in a pod).
+ * with each `${VAR}` that has no default set to a placeholder and no other environment (so
+ * `${VAR:-default}` takes its default). Returns the problems, leaving out only files that are
+ * absent on this machine (secrets mounted in a pod).
  */
 export async function validateWithLoader(text: string): Promise<string[]> {
-  const env = Object.fromEntries(referencedVariables(text).map((name) => [name, ENV_PLACEHOLDER]));
+  const env = Object.fromEntries(requiredVariables(text).map((name) => [name, ENV_PLACEHOLDER]));
   try {
     await loadConfigWithWarnings({ configText: text, env, cwd: REPO_ROOT });
     return [];
