@@ -8,13 +8,15 @@ import type { FastifyInstance } from "fastify";
 import type { Dispatcher } from "undici";
 import { createAdminServer } from "./admin/admin-server.js";
 import type { ListenSpec, ProxyConfig, UpstreamConfig } from "./config/types.js";
-import { type Lifecycle, createLifecycle } from "./lifecycle.js";
+import { createLifecycle, type Lifecycle } from "./lifecycle.js";
 import { createDispatcher } from "./net/dispatcher.js";
 import type { Logger } from "./observability/logger.js";
-import { type Metrics, createMetrics } from "./observability/metrics.js";
-import { type ProxyServer, createProxyServer } from "./proxy/proxy-server.js";
-import { type TokenRegistry, createTokenRegistry } from "./token/token-registry.js";
+import { createMetrics, type Metrics } from "./observability/metrics.js";
+import { createProxyServer, type ProxyServer } from "./proxy/proxy-server.js";
 import { systemClock } from "./token/clock.js";
+import { createRedisTokenCache } from "./token/redis-token-cache.js";
+import { createSharedTokenSourceFactory } from "./token/shared-token-source.js";
+import { createTokenRegistry, type TokenRegistry } from "./token/token-registry.js";
 import { VERSION } from "./version.js";
 
 export interface AppDeps {
@@ -42,7 +44,9 @@ function listenerKey(listen: ListenSpec): string {
 }
 
 /** Upstreams grouped by the listener that serves them: their own, or the main one. */
-function groupByListener(config: ProxyConfig): Map<string, { listen: ListenSpec; upstreams: UpstreamConfig[] }> {
+function groupByListener(
+  config: ProxyConfig,
+): Map<string, { listen: ListenSpec; upstreams: UpstreamConfig[] }> {
   const groups = new Map<string, { listen: ListenSpec; upstreams: UpstreamConfig[] }>();
   groups.set(listenerKey(config.listen), { listen: config.listen, upstreams: [] });
   for (const upstream of config.upstreams) {
@@ -62,9 +66,16 @@ function groupByListener(config: ProxyConfig): Map<string, { listen: ListenSpec;
  * /startup passes once every prefetched upstream has had a token (a Kubernetes startup probe
  * then lets the app container start). Lazy upstreams don't hold startup back.
  */
-function watchStartup(config: ProxyConfig, tokens: TokenRegistry, lifecycle: Lifecycle): NodeJS.Timeout | undefined {
-  const eager = tokens.credentialCount <= Math.min(config.tokenCache.eagerLimit, config.tokenCache.maxSources);
-  const waitingFor = eager ? config.upstreams.filter((u) => u.tokenPolicy.prefetch).map((u) => u.name) : [];
+function watchStartup(
+  config: ProxyConfig,
+  tokens: TokenRegistry,
+  lifecycle: Lifecycle,
+): NodeJS.Timeout | undefined {
+  const eager =
+    tokens.credentialCount <= Math.min(config.tokenCache.eagerLimit, config.tokenCache.maxSources);
+  const waitingFor = eager
+    ? config.upstreams.filter((u) => u.tokenPolicy.prefetch).map((u) => u.name)
+    : [];
   const check = (): boolean => {
     const statuses = tokens.statuses();
     const pending = waitingFor.filter((name) => {
@@ -88,26 +99,37 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const metrics = deps.metrics ?? createMetrics();
   const lifecycle = createLifecycle();
 
+  // One undici Agent per distinct connection setting (TLS files, pool size, timeouts), not per
+  // upstream: an Agent keeps a pool per origin already, and a gateway with thousands of
+  // upstreams on a few origins must not build thousands of Agents.
   const dispatchers = new Map<string, Dispatcher>();
+  const dispatcherOf = new Map<string, Dispatcher>();
   for (const upstream of config.upstreams) {
-    dispatchers.set(
-      upstream.name,
-      createDispatcher({
-        tls: upstream.tls,
-        connections: upstream.connections,
-        connectTimeoutMs: upstream.timeouts.connectMs,
-        headersTimeoutMs: upstream.timeouts.responseHeadersMs,
-        bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
-        egressProxy: config.egressProxy,
-      }),
-    );
+    const settings = {
+      tls: upstream.tls,
+      connections: upstream.connections,
+      connectTimeoutMs: upstream.timeouts.connectMs,
+      headersTimeoutMs: upstream.timeouts.responseHeadersMs,
+      bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
+      egressProxy: config.egressProxy,
+    };
+    const key = JSON.stringify(settings);
+    let dispatcher = dispatchers.get(key);
+    if (!dispatcher) {
+      dispatcher = createDispatcher(settings);
+      dispatchers.set(key, dispatcher);
+    }
+    dispatcherOf.set(upstream.name, dispatcher);
   }
   const dispatcherFor = (name: string): Dispatcher => {
-    const dispatcher = dispatchers.get(name);
+    const dispatcher = dispatcherOf.get(name);
     if (!dispatcher) throw new Error(`no dispatcher for upstream ${name}`);
     return dispatcher;
   };
 
+  const sharedCache = config.tokenCache.redis
+    ? createRedisTokenCache({ config: config.tokenCache.redis, logger, metrics })
+    : undefined;
   const tokens = createTokenRegistry({
     upstreams: config.upstreams,
     maxSources: config.tokenCache.maxSources,
@@ -116,6 +138,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     clock: systemClock,
     logger,
     metrics,
+    ...(sharedCache ? { createSource: createSharedTokenSourceFactory(sharedCache) } : {}),
   });
 
   const proxies = [...groupByListener(config).values()]
@@ -170,6 +193,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
       await Promise.all(proxies.map((proxy) => proxy.close(timeoutMs)));
       await admin.close();
       tokens.close();
+      await sharedCache?.close();
       await Promise.all([...dispatchers.values()].map((d) => d.close().catch(() => {})));
       lifecycle.markStopped();
     },

@@ -4,7 +4,13 @@
  * errors (they are usually typos); every command answers --help and --version.
  */
 import { type ParseArgsConfig, parseArgs } from "node:util";
-import { COMMANDS, type CommandName, type CommandSpec, commandHelp, mainHelp } from "./commands/command-specs.js";
+import {
+  COMMANDS,
+  type CommandName,
+  type CommandSpec,
+  commandHelp,
+  mainHelp,
+} from "./commands/command-specs.js";
 import { VERSION } from "./version.js";
 
 type ParsedValues = Record<string, string | boolean | undefined>;
@@ -21,7 +27,12 @@ function parseCommandArgs(spec: CommandSpec, args: string[]): ParsedValues {
   for (const option of spec.options) {
     options[option.name] = { type: option.type };
   }
-  const { values, positionals } = parseArgs({ args, options, strict: true, allowPositionals: true });
+  const { values, positionals } = parseArgs({
+    args,
+    options,
+    strict: true,
+    allowPositionals: true,
+  });
   if (positionals.length > 0) {
     throw new Error(`unexpected argument "${positionals[0]}" (options start with --)`);
   }
@@ -53,7 +64,9 @@ export async function runCli(argv: string[]): Promise<number> {
   try {
     values = parseCommandArgs(spec, rest);
   } catch (err) {
-    process.stderr.write(`bearer-proxy ${commandName}: ${(err as Error).message}\n\n${commandHelp(commandName)}`);
+    process.stderr.write(
+      `bearer-proxy ${commandName}: ${(err as Error).message}\n\n${commandHelp(commandName)}`,
+    );
     return 2;
   }
   if (values.version) {

@@ -104,7 +104,10 @@ export class ConfigError extends BearerProxyError {
   readonly issues: readonly ConfigIssue[];
   constructor(issues: readonly ConfigIssue[], source?: string) {
     const header = `invalid configuration${source ? ` in ${source}` : ""} (${issues.length} problem${issues.length === 1 ? "" : "s"})`;
-    super("BP_ERR_CONFIG_INVALID", [header, ...issues.map((i) => `  ${i.path}: ${i.message}`)].join("\n"));
+    super(
+      "BP_ERR_CONFIG_INVALID",
+      [header, ...issues.map((i) => `  ${i.path}: ${i.message}`)].join("\n"),
+    );
     this.name = "ConfigError";
     this.issues = issues;
   }

@@ -27,7 +27,10 @@ export interface StartOptions {
   onStopped?: () => Promise<void>;
 }
 
-export async function startProxy(config: ProxyConfig, options: StartOptions): Promise<RunningProxy> {
+export async function startProxy(
+  config: ProxyConfig,
+  options: StartOptions,
+): Promise<RunningProxy> {
   const { logger } = options;
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => {
@@ -39,7 +42,10 @@ export async function startProxy(config: ProxyConfig, options: StartOptions): Pr
     if (shuttingDown) return shuttingDown;
     shuttingDown = (async () => {
       const { drainDelayMs, timeoutMs } = config.shutdown;
-      logger.info({ reason, drainDelayMs, timeoutMs }, "shutting down: readiness now fails, draining");
+      logger.info(
+        { reason, drainDelayMs, timeoutMs },
+        "shutting down: readiness now fails, draining",
+      );
       app.lifecycle.markDraining();
       await sleep(drainDelayMs, undefined, { ref: false });
       await app.close(timeoutMs);

@@ -19,22 +19,73 @@ export interface CommandSpec {
 
 /** Flags that build the config (flags > env > file > defaults); shared by run, validate, token, check. */
 export const CONFIG_OPTIONS: readonly OptionSpec[] = [
-  { name: "config", type: "string", placeholder: "FILE", help: "YAML config file (env BEARER_PROXY_CONFIG)" },
-  { name: "base-url", type: "string", placeholder: "URL", help: "one-upstream mode: the upstream's https:// base URL" },
-  { name: "api-version", type: "string", placeholder: "V", help: "default | scripting-preview | an X-Version value" },
+  {
+    name: "config",
+    type: "string",
+    placeholder: "FILE",
+    help: "YAML config file (env BEARER_PROXY_CONFIG)",
+  },
+  {
+    name: "base-url",
+    type: "string",
+    placeholder: "URL",
+    help: "one-upstream mode: the upstream's https:// base URL",
+  },
+  {
+    name: "api-version",
+    type: "string",
+    placeholder: "V",
+    help: "default | scripting-preview | an X-Version value",
+  },
   { name: "client-id", type: "string", placeholder: "ID", help: "OAuth client id" },
-  { name: "client-id-file", type: "string", placeholder: "FILE", help: "file holding the client id" },
-  { name: "client-secret", type: "string", placeholder: "S", help: "client secret (prefer --client-secret-file: argv is visible in ps)" },
-  { name: "client-secret-file", type: "string", placeholder: "FILE", help: "file holding the client secret (re-read on change)" },
+  {
+    name: "client-id-file",
+    type: "string",
+    placeholder: "FILE",
+    help: "file holding the client id",
+  },
+  {
+    name: "client-secret",
+    type: "string",
+    placeholder: "S",
+    help: "client secret (prefer --client-secret-file: argv is visible in ps)",
+  },
+  {
+    name: "client-secret-file",
+    type: "string",
+    placeholder: "FILE",
+    help: "file holding the client secret (re-read on change)",
+  },
   { name: "token-request-format", type: "string", placeholder: "F", help: "form | json" },
-  { name: "ca-file", type: "string", placeholder: "FILE", help: "extra CA (PEM) trusted for the upstream and token endpoint" },
-  { name: "listen", type: "string", placeholder: "HOST:PORT", help: "proxy listener (default 127.0.0.1:8080)" },
-  { name: "admin-listen", type: "string", placeholder: "HOST:PORT", help: "admin listener (default 127.0.0.1:9901)" },
-  { name: "log-level", type: "string", placeholder: "L", help: "trace | debug | info | warn | error | silent" },
+  {
+    name: "ca-file",
+    type: "string",
+    placeholder: "FILE",
+    help: "extra CA (PEM) trusted for the upstream and token endpoint",
+  },
+  {
+    name: "listen",
+    type: "string",
+    placeholder: "HOST:PORT",
+    help: "proxy listener (default 127.0.0.1:8080)",
+  },
+  {
+    name: "admin-listen",
+    type: "string",
+    placeholder: "HOST:PORT",
+    help: "admin listener (default 127.0.0.1:9901)",
+  },
+  {
+    name: "log-level",
+    type: "string",
+    placeholder: "L",
+    help: "trace | debug | info | warn | error | silent",
+  },
   { name: "log-format", type: "string", placeholder: "F", help: "json | pretty" },
 ];
 
-const str = (v: string | boolean | undefined): string | undefined => (typeof v === "string" ? v : undefined);
+const str = (v: string | boolean | undefined): string | undefined =>
+  typeof v === "string" ? v : undefined;
 
 export const COMMANDS = {
   run: {
@@ -49,8 +100,18 @@ export const COMMANDS = {
     options: [
       { name: "port", type: "string", placeholder: "N", help: "proxy port (default 8080)" },
       { name: "admin-port", type: "string", placeholder: "N", help: "admin port (default 9901)" },
-      { name: "emulator-port", type: "string", placeholder: "N", help: "emulator HTTPS port (default 8443)" },
-      { name: "log-format", type: "string", placeholder: "F", help: "json | pretty (default pretty on a terminal)" },
+      {
+        name: "emulator-port",
+        type: "string",
+        placeholder: "N",
+        help: "emulator HTTPS port (default 8443)",
+      },
+      {
+        name: "log-format",
+        type: "string",
+        placeholder: "F",
+        help: "json | pretty (default pretty on a terminal)",
+      },
     ],
     run: async (v) => (await import("./demo.js")).demoCommand(v),
   },
@@ -60,11 +121,36 @@ export const COMMANDS = {
     options: [
       { name: "host", type: "string", placeholder: "H", help: "interface (default 127.0.0.1)" },
       { name: "port", type: "string", placeholder: "N", help: "HTTPS port (default 8443)" },
-      { name: "token-lifetime", type: "string", placeholder: "SECONDS", help: "token lifetime (default 600; expires_in is one less)" },
-      { name: "client-id", type: "string", placeholder: "ID", help: "accepted client id (default demo-client)" },
-      { name: "client-secret", type: "string", placeholder: "S", help: "accepted client secret (default demo-secret)" },
-      { name: "ca-out", type: "string", placeholder: "FILE", help: "where to write the generated CA (default a temp file)" },
-      { name: "cert-file", type: "string", placeholder: "FILE", help: "serve this certificate instead of generating one" },
+      {
+        name: "token-lifetime",
+        type: "string",
+        placeholder: "SECONDS",
+        help: "token lifetime (default 600; expires_in is one less)",
+      },
+      {
+        name: "client-id",
+        type: "string",
+        placeholder: "ID",
+        help: "accepted client id (default demo-client)",
+      },
+      {
+        name: "client-secret",
+        type: "string",
+        placeholder: "S",
+        help: "accepted client secret (default demo-secret)",
+      },
+      {
+        name: "ca-out",
+        type: "string",
+        placeholder: "FILE",
+        help: "where to write the generated CA (default a temp file)",
+      },
+      {
+        name: "cert-file",
+        type: "string",
+        placeholder: "FILE",
+        help: "serve this certificate instead of generating one",
+      },
       { name: "key-file", type: "string", placeholder: "FILE", help: "key for --cert-file" },
     ],
     run: async (v) => (await import("./emulate.js")).emulateCommand(v),
@@ -79,8 +165,18 @@ export const COMMANDS = {
     summary: "exit 0 as soon as the proxy is ready (for apps that must start after their sidecar)",
     usage: "bearer-proxy wait [--admin http://127.0.0.1:9901] [--timeout 30s]",
     options: [
-      { name: "admin", type: "string", placeholder: "URL", help: "admin base URL (default http://127.0.0.1:9901)" },
-      { name: "timeout", type: "string", placeholder: "DURATION", help: "give up after this long (default 30s)" },
+      {
+        name: "admin",
+        type: "string",
+        placeholder: "URL",
+        help: "admin base URL (default http://127.0.0.1:9901)",
+      },
+      {
+        name: "timeout",
+        type: "string",
+        placeholder: "DURATION",
+        help: "give up after this long (default 30s)",
+      },
     ],
     run: async (v) => {
       const { runWait } = await import("./wait.js");
@@ -94,7 +190,10 @@ export const COMMANDS = {
   token: {
     summary: "print a fresh access token to stdout (nothing else goes to stdout)",
     usage: "bearer-proxy token [--upstream NAME] [--config FILE] [flags]",
-    options: [...CONFIG_OPTIONS, { name: "upstream", type: "string", placeholder: "NAME", help: "which upstream" }],
+    options: [
+      ...CONFIG_OPTIONS,
+      { name: "upstream", type: "string", placeholder: "NAME", help: "which upstream" },
+    ],
     run: async (v) => (await import("./config-commands.js")).tokenCommand(v),
   },
   check: {
@@ -103,7 +202,12 @@ export const COMMANDS = {
     options: [
       ...CONFIG_OPTIONS,
       { name: "upstream", type: "string", placeholder: "NAME", help: "only this upstream" },
-      { name: "probe-path", type: "string", placeholder: "PATH", help: "also GET this path with the token" },
+      {
+        name: "probe-path",
+        type: "string",
+        placeholder: "PATH",
+        help: "also GET this path with the token",
+      },
     ],
     run: async (v) => (await import("./config-commands.js")).checkCommand(v),
   },
@@ -112,7 +216,9 @@ export const COMMANDS = {
 export type CommandName = keyof typeof COMMANDS;
 
 function optionLines(options: readonly OptionSpec[]): string {
-  const rows = options.map((o) => [`--${o.name}${o.placeholder ? ` ${o.placeholder}` : ""}`, o.help] as const);
+  const rows = options.map(
+    (o) => [`--${o.name}${o.placeholder ? ` ${o.placeholder}` : ""}`, o.help] as const,
+  );
   const width = Math.max(...rows.map(([flag]) => flag.length), 14);
   return rows.map(([flag, help]) => `  ${flag.padEnd(width)}  ${help}`).join("\n");
 }

@@ -2,13 +2,19 @@
 import { loadOrReport } from "./run.js";
 
 type Values = Record<string, string | boolean | undefined>;
-const str = (v: string | boolean | undefined): string | undefined => (typeof v === "string" ? v : undefined);
+const str = (v: string | boolean | undefined): string | undefined =>
+  typeof v === "string" ? v : undefined;
 
 export async function tokenCommand(values: Values): Promise<number> {
   const loaded = await loadOrReport(values);
   if (!loaded) return 1;
   const { runToken } = await import("./token.js");
-  return runToken({ config: loaded.config, upstream: str(values.upstream), stdout: process.stdout, stderr: process.stderr });
+  return runToken({
+    config: loaded.config,
+    upstream: str(values.upstream),
+    stdout: process.stdout,
+    stderr: process.stderr,
+  });
 }
 
 export async function checkCommand(values: Values): Promise<number> {

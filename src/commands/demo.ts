@@ -13,12 +13,19 @@ type Values = Record<string, string | boolean | undefined>;
 function port(values: Values, name: string, fallback: number): number {
   const raw = values[name];
   if (typeof raw !== "string") return fallback;
-  if (!/^[0-9]+$/.test(raw) || Number(raw) > 65535) throw new Error(`--${name}: expected a port number, found "${raw}"`);
+  if (!/^[0-9]+$/.test(raw) || Number(raw) > 65535)
+    throw new Error(`--${name}: expected a port number, found "${raw}"`);
   return Number(raw);
 }
 
 /** The demo's config, as YAML so it goes through the same validation as a user's file. */
-export function demoConfigYaml(opts: { emulatorUrl: string; caFile: string; port: number; adminPort: number; logFormat: string }): string {
+export function demoConfigYaml(opts: {
+  emulatorUrl: string;
+  caFile: string;
+  port: number;
+  adminPort: number;
+  logFormat: string;
+}): string {
   return `
 listen: { host: 127.0.0.1, port: ${opts.port} }
 admin: { host: 127.0.0.1, port: ${opts.adminPort} }
@@ -48,14 +55,28 @@ export async function demoCommand(values: Values): Promise<number> {
   const adminPort = port(values, "admin-port", 9901);
   const emulatorPort = port(values, "emulator-port", 8443);
   const logFormat =
-    typeof values["log-format"] === "string" ? values["log-format"] : process.stdout.isTTY ? "pretty" : "json";
+    typeof values["log-format"] === "string"
+      ? values["log-format"]
+      : process.stdout.isTTY
+        ? "pretty"
+        : "json";
   const emulator = await startEmulator({ port: emulatorPort });
   const config = await loadConfig({
-    configText: demoConfigYaml({ emulatorUrl: emulator.url, caFile: emulator.caFile, port: proxyPort, adminPort, logFormat }),
+    configText: demoConfigYaml({
+      emulatorUrl: emulator.url,
+      caFile: emulator.caFile,
+      port: proxyPort,
+      adminPort,
+      logFormat,
+    }),
     env: {},
   });
   const logger = createLogger({ level: config.log.level, format: config.log.format });
-  const running = await startProxy(config, { logger, handleSignals: true, onStopped: () => emulator.close() });
+  const running = await startProxy(config, {
+    logger,
+    handleSignals: true,
+    onStopped: () => emulator.close(),
+  });
   announce(config, logger, running.addresses);
   const p = running.addresses.proxy[0]?.port ?? proxyPort;
   const a = running.addresses.admin.port;

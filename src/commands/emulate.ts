@@ -1,6 +1,6 @@
 /** `bearer-proxy emulate`: the built-in upstream emulator on its own, until a signal. */
 import { readFileSync } from "node:fs";
-import { describeEmulator, startEmulator, type EmulatorOptions } from "../emulator/emulator.js";
+import { describeEmulator, type EmulatorOptions, startEmulator } from "../emulator/emulator.js";
 
 type Values = Record<string, string | boolean | undefined>;
 
@@ -33,7 +33,8 @@ export async function emulateCommand(values: Values): Promise<number> {
     options.clients = [
       {
         clientId: typeof values["client-id"] === "string" ? values["client-id"] : "demo-client",
-        clientSecret: typeof values["client-secret"] === "string" ? values["client-secret"] : "demo-secret",
+        clientSecret:
+          typeof values["client-secret"] === "string" ? values["client-secret"] : "demo-secret",
       },
     ];
   }
@@ -42,7 +43,10 @@ export async function emulateCommand(values: Values): Promise<number> {
     if (typeof values["cert-file"] !== "string" || typeof values["key-file"] !== "string") {
       throw new Error("--cert-file and --key-file go together");
     }
-    options.tls = { certPem: readFileSync(values["cert-file"], "utf8"), keyPem: readFileSync(values["key-file"], "utf8") };
+    options.tls = {
+      certPem: readFileSync(values["cert-file"], "utf8"),
+      keyPem: readFileSync(values["key-file"], "utf8"),
+    };
   }
   const emulator = await startEmulator(options);
   process.stdout.write(`${describeEmulator(emulator)}\n`);

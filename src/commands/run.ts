@@ -1,5 +1,5 @@
 /** `bearer-proxy run`: load config, start, run until a signal or /quitquitquit. */
-import { loadConfigWithWarnings } from "../config/load.js";
+import { formatConfigError, loadConfigWithWarnings } from "../config/load.js";
 import type { ProxyConfig } from "../config/types.js";
 import { BearerProxyError, ConfigError } from "../errors.js";
 import { startProxy } from "../main.js";
@@ -9,7 +9,11 @@ import { configFileFrom, configFlagsFrom } from "./config-flags.js";
 type Values = Record<string, string | boolean | undefined>;
 
 /** One clear line per upstream, so an operator sees at a glance where tokens come from. */
-export function announce(config: ProxyConfig, logger: Logger, addresses: { proxy: { port: number }[]; admin: { port: number } }): void {
+export function announce(
+  config: ProxyConfig,
+  logger: Logger,
+  addresses: { proxy: { port: number }[]; admin: { port: number } },
+): void {
   for (const upstream of config.upstreams) {
     logger.info(
       {
@@ -30,12 +34,17 @@ export function announce(config: ProxyConfig, logger: Logger, addresses: { proxy
 }
 
 /** Load config and exit 1 with every problem listed when it is invalid. */
-export async function loadOrReport(values: Values): Promise<{ config: ProxyConfig; warnings: string[] } | undefined> {
+export async function loadOrReport(
+  values: Values,
+): Promise<{ config: ProxyConfig; warnings: string[] } | undefined> {
   try {
-    return await loadConfigWithWarnings({ configFile: configFileFrom(values), flags: configFlagsFrom(values) });
+    return await loadConfigWithWarnings({
+      configFile: configFileFrom(values),
+      flags: configFlagsFrom(values),
+    });
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
+      process.stderr.write(`${formatConfigError(err)}\n`);
       return undefined;
     }
     throw err;

@@ -1,12 +1,17 @@
 /** `bearer-proxy validate`: load a config, print every problem (and warnings), exit 1 if any. */
-import { loadConfigWithWarnings } from "../config/load.js";
+import { formatConfigError, loadConfigWithWarnings } from "../config/load.js";
 import { ConfigError } from "../errors.js";
 import { configFileFrom, configFlagsFrom } from "./config-flags.js";
 
-export async function validateCommand(values: Record<string, string | boolean | undefined>): Promise<number> {
+export async function validateCommand(
+  values: Record<string, string | boolean | undefined>,
+): Promise<number> {
   const configFile = configFileFrom(values);
   try {
-    const { config, warnings } = await loadConfigWithWarnings({ configFile, flags: configFlagsFrom(values) });
+    const { config, warnings } = await loadConfigWithWarnings({
+      configFile,
+      flags: configFlagsFrom(values),
+    });
     for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
     const names = config.upstreams.map((u) => u.name).join(", ");
     process.stdout.write(
@@ -15,7 +20,7 @@ export async function validateCommand(values: Record<string, string | boolean | 
     return 0;
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
+      process.stderr.write(`${formatConfigError(err)}\n`);
       return 1;
     }
     throw err;

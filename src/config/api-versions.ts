@@ -18,14 +18,20 @@ export const KNOWN_API_VERSIONS: Readonly<Record<string, ApiVersionSpec>> = Obje
   [DEFAULT_API_VERSION]: { tokenPath: "/iam/v1/oauth2/token", versionHeader: undefined },
   [SCRIPTING_PREVIEW]: { tokenPath: "/oauth2/token", versionHeader: SCRIPTING_PREVIEW_HEADER },
   // The literal header value selects the same version as its alias.
-  [SCRIPTING_PREVIEW_HEADER]: { tokenPath: "/oauth2/token", versionHeader: SCRIPTING_PREVIEW_HEADER },
+  [SCRIPTING_PREVIEW_HEADER]: {
+    tokenPath: "/oauth2/token",
+    versionHeader: SCRIPTING_PREVIEW_HEADER,
+  },
 });
 
 /**
  * Resolve a configured `apiVersion`. Unknown values are sent verbatim as `X-Version` and need an
  * explicit token path (the spec does not say where their token endpoint is).
  */
-export function resolveApiVersion(apiVersion: string, tokenPath: string | undefined): ApiVersionSpec | undefined {
+export function resolveApiVersion(
+  apiVersion: string,
+  tokenPath: string | undefined,
+): ApiVersionSpec | undefined {
   const known = KNOWN_API_VERSIONS[apiVersion];
   if (known) return tokenPath ? { ...known, tokenPath } : known;
   if (!tokenPath) return undefined;

@@ -6,16 +6,26 @@
 import { type Static, Type as T } from "@sinclair/typebox";
 
 /** `"250ms"`, `"5s"`, `"2m"`, `"1h"`, or a whole number of milliseconds. */
-export const Duration = T.Union([T.String({ pattern: "^[0-9]+(\\.[0-9]+)?(ms|s|m|h)$" }), T.Integer({ minimum: 0 })], {
-  description: 'a duration such as "500ms", "5s", "2m", "1h" or whole milliseconds',
-});
+export const Duration = T.Union(
+  [T.String({ pattern: "^[0-9]+(\\.[0-9]+)?(ms|s|m|h)$" }), T.Integer({ minimum: 0 })],
+  {
+    description: 'a duration such as "500ms", "5s", "2m", "1h" or whole milliseconds',
+  },
+);
 
 /** `"64KiB"`, `"1MiB"`, `"512B"`, or a whole number of bytes. */
-export const ByteSize = T.Union([T.String({ pattern: "^[0-9]+(B|KiB|MiB|GiB|KB|MB|GB)$" }), T.Integer({ minimum: 0 })], {
-  description: 'a size such as "64KiB", "1MiB" or whole bytes',
-});
+export const ByteSize = T.Union(
+  [T.String({ pattern: "^[0-9]+(B|KiB|MiB|GiB|KB|MB|GB)$" }), T.Integer({ minimum: 0 })],
+  {
+    description: 'a size such as "64KiB", "1MiB" or whole bytes',
+  },
+);
 
-const Port = T.Integer({ minimum: 0, maximum: 65535, description: "a TCP port (0 picks a free one)" });
+const Port = T.Integer({
+  minimum: 0,
+  maximum: 65535,
+  description: "a TCP port (0 picks a free one)",
+});
 const Host = T.String({ minLength: 1, description: "an interface address or host name" });
 
 export const ListenAddress = T.Object(
@@ -49,7 +59,11 @@ export const MatchRules = T.Object(
     /** Requests whose path starts with this prefix go to this upstream (longest prefix wins). Default "/". */
     pathPrefix: T.Optional(T.String({ pattern: "^/", description: 'a path starting with "/"' })),
     /** Requests whose Host (or absolute-form URL authority) is one of these go to this upstream. `host` or `host:port`. */
-    hosts: T.Optional(T.Array(T.String({ minLength: 1, pattern: "^[A-Za-z0-9.-]+(:[0-9]{1,5})?$" }), { uniqueItems: true })),
+    hosts: T.Optional(
+      T.Array(T.String({ minLength: 1, pattern: "^[A-Za-z0-9.-]+(:[0-9]{1,5})?$" }), {
+        uniqueItems: true,
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -59,7 +73,12 @@ export const TokenSettings = T.Object(
     /** Lifetime assumed when the token response has no `expires_in`. Default "600s". */
     defaultExpiresIn: T.Optional(Duration),
     /** Refresh point as a fraction of the lifetime, drawn uniformly in [min, max]. Default [0.75, 0.85]. */
-    refreshWindow: T.Optional(T.Tuple([T.Number({ exclusiveMinimum: 0, maximum: 1 }), T.Number({ exclusiveMinimum: 0, maximum: 1 })])),
+    refreshWindow: T.Optional(
+      T.Tuple([
+        T.Number({ exclusiveMinimum: 0, maximum: 1 }),
+        T.Number({ exclusiveMinimum: 0, maximum: 1 }),
+      ]),
+    ),
     /** Timeout of one token request. Default "10s". */
     timeout: T.Optional(Duration),
     /** How long a request waits for a token when none is usable before 503. Default "5s". */
@@ -93,7 +112,10 @@ export const Timeouts = T.Object(
 export const Upstream = T.Object(
   {
     /** Name used in logs, metrics and errors: lowercase letters, digits and dashes. */
-    name: T.String({ pattern: "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description: "lowercase letters, digits and '-'" }),
+    name: T.String({
+      pattern: "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
+      description: "lowercase letters, digits and '-'",
+    }),
     /** The upstream's base URL; must be https:// unless `allowInsecureHttp`. */
     baseUrl: T.String({ minLength: 1 }),
     /** `default` (2022-01-01), `scripting-preview`, or any other X-Version value (then `tokenPath` is required). Default "default". */
@@ -119,7 +141,9 @@ export const Upstream = T.Object(
     /** Extra token request parameters (`audience`, `resource`, …). */
     tokenParams: T.Optional(T.Record(T.String({ pattern: "^[A-Za-z0-9_.-]+$" }), T.String())),
     /** Extra headers sent on token requests. */
-    tokenHeaders: T.Optional(T.Record(T.String({ pattern: HeaderName }), T.String({ pattern: "^[\\x20-\\x7e\\t]*$" }))),
+    tokenHeaders: T.Optional(
+      T.Record(T.String({ pattern: HeaderName }), T.String({ pattern: "^[\\x20-\\x7e\\t]*$" })),
+    ),
     tls: T.Optional(TlsSettings),
     /** Which incoming requests go here. Default `{pathPrefix: "/"}`. */
     match: T.Optional(MatchRules),
@@ -134,7 +158,9 @@ export const Upstream = T.Object(
     /** Add X-Forwarded-For/-Proto/-Host. Default false (client-sent ones are always removed). */
     forwardedHeaders: T.Optional(T.Boolean()),
     /** Static extra headers added to every forwarded request. */
-    headers: T.Optional(T.Record(T.String({ pattern: HeaderName }), T.String({ pattern: "^[\\x20-\\x7e\\t]*$" }))),
+    headers: T.Optional(
+      T.Record(T.String({ pattern: HeaderName }), T.String({ pattern: "^[\\x20-\\x7e\\t]*$" })),
+    ),
     /** Largest request body kept so the request can be replayed after an upstream 401. Default "1MiB". */
     replayBodyLimit: T.Optional(ByteSize),
     /** Keep-alive connections per upstream origin. Default 128. */
@@ -209,7 +235,13 @@ export const ConfigFile = T.Object(
       T.Object(
         {
           /** trace | debug | info | warn | error | fatal | silent. Default "info". */
-          level: T.Optional(T.Union(["trace", "debug", "info", "warn", "error", "fatal", "silent"].map((l) => T.Literal(l)))),
+          level: T.Optional(
+            T.Union(
+              ["trace", "debug", "info", "warn", "error", "fatal", "silent"].map((l) =>
+                T.Literal(l),
+              ),
+            ),
+          ),
           /** `json` (one object per line) or `pretty` (for humans). Default "json". */
           format: T.Optional(T.Union([T.Literal("json"), T.Literal("pretty")])),
         },

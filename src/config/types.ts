@@ -10,9 +10,7 @@ export interface ListenSpec {
 }
 
 /** Where a credential's value comes from; files are re-read when they change (rotation). */
-export type SecretSource =
-  | { kind: "inline"; value: string }
-  | { kind: "file"; path: string };
+export type SecretSource = { kind: "inline"; value: string } | { kind: "file"; path: string };
 
 export interface UpstreamTls {
   caFile: string | undefined;
@@ -97,7 +95,10 @@ export interface RedisCacheConfig {
 export interface ProxyConfig {
   listen: ListenSpec;
   admin: ListenSpec;
-  log: { level: "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent"; format: "json" | "pretty" };
+  log: {
+    level: "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
+    format: "json" | "pretty";
+  };
   egressProxy: string | undefined;
   limits: LimitsConfig;
   shutdown: { drainDelayMs: number; timeoutMs: number };

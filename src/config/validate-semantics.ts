@@ -7,7 +7,7 @@ import { constants } from "node:fs";
 import { access, stat } from "node:fs/promises";
 import { KNOWN_API_VERSIONS } from "./api-versions.js";
 import { SETTINGS } from "./env-overrides.js";
-import { describeValue, type IssueList, type IssuePath, isObject } from "./issues.js";
+import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
 import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
 import { didYouMean } from "./suggest.js";
 import { validateRoutes } from "./validate-routes.js";
@@ -90,9 +90,20 @@ function checkUpstream(
   files: FileRef[],
 ): void {
   const allowInsecure = u.allowInsecureHttp === true;
-  checkUrl(u.baseUrl, [...at, "baseUrl"], { allowInsecure, allowQuery: false }, issues);
+  const fromFile = (key: string) => !ctx.provenance.has(toPointer([...at, key]));
+  checkUrl(
+    u.baseUrl,
+    [...at, "baseUrl"],
+    { allowInsecure, allowQuery: false, inFile: fromFile("baseUrl") },
+    issues,
+  );
   // RFC 6749 §3.2: a token endpoint URL may carry a query, never a fragment.
-  checkUrl(u.tokenUrl, [...at, "tokenUrl"], { allowInsecure, allowQuery: true }, issues);
+  checkUrl(
+    u.tokenUrl,
+    [...at, "tokenUrl"],
+    { allowInsecure, allowQuery: true, inFile: true },
+    issues,
+  );
   checkCredentials(u, at, ctx, issues);
   checkVersion(u, at, issues);
 
@@ -142,7 +153,8 @@ function checkUpstream(
 function checkUrl(
   value: unknown,
   path: IssuePath,
-  opts: { allowInsecure: boolean; allowQuery: boolean },
+  /** `inFile`: the URL was written in the config file (where allowInsecureHttp can be set). */
+  opts: { allowInsecure: boolean; allowQuery: boolean; inFile: boolean },
   issues: IssueList,
 ): void {
   if (typeof value !== "string" || value === "") return;
@@ -159,7 +171,11 @@ function checkUrl(
   const found = describeValue(value, path);
   if (url.protocol !== "https:" && !(opts.allowInsecure && url.protocol === "http:")) {
     const hint =
-      url.protocol === "http:" ? "; set allowInsecureHttp: true to permit plain HTTP" : "";
+      url.protocol !== "http:"
+        ? ""
+        : opts.inFile
+          ? "; set allowInsecureHttp: true to permit plain HTTP"
+          : "; plain HTTP needs allowInsecureHttp: true in a config file";
     const expected = opts.allowInsecure ? "an https:// or http:// URL" : "an https:// URL";
     issues.add(path, `expected ${expected}, found ${found}${hint}`);
   } else if (url.protocol === "http:") {

@@ -43,7 +43,10 @@ export function createLogger(options: LoggerOptions): Logger {
   if (options.format === "pretty" && !options.destination) {
     return pino({
       ...base,
-      transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l" } },
+      transport: {
+        target: "pino-pretty",
+        options: { colorize: true, translateTime: "SYS:HH:MM:ss.l" },
+      },
     });
   }
   return options.destination ? pino(base, options.destination) : pino(base);

@@ -76,6 +76,7 @@ function withTimeout<T>(command: Promise<T>, timeoutMs: number): Promise<T> {
   return Promise.race([command, timedOut]).finally(() => clearTimeout(timer));
 }
 
+/** Creates the client and starts connecting in the background; never throws on Redis errors. */
 export function connectRedis(options: RedisConnectionOptions): RedisConnection {
   const { config, logger, metrics } = options;
   const now = options.monotonicNow ?? (() => performance.now());

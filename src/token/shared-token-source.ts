@@ -1,0 +1,108 @@
+/**
+ * Token sources whose token requests go through the Redis-shared cache (issue 6): a replica asks
+ * Redis first and only one replica at a time asks the token endpoint. Everything else (refresh
+ * timing, backoff, waiting, rotation) is the ordinary token source's.
+ */
+import { createHash } from "node:crypto";
+import type { TokenEndpointSpec } from "../config/types.js";
+import { type ClientCredentials, requestToken } from "./client-credentials.js";
+import type { SharedToken, SharedTokenCache } from "./redis-types.js";
+import type { TokenResponse } from "./token-response.js";
+import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
+import type { AccessToken, TokenProvider } from "./types.js";
+
+/**
+ * The key replicas agree on: everything that decides the token, with the client id's value (not
+ * a file path, which could differ between replicas) and never the secret — the secret only
+ * derives the encryption key, so a rotated secret simply misses.
+ */
+export function sharedCredentialKey(spec: TokenEndpointSpec, clientId: string): string {
+  const params = Object.entries(spec.extraParams).sort(([a], [b]) => (a < b ? -1 : 1));
+  return createHash("sha256")
+    .update(
+      JSON.stringify([
+        spec.tokenUrl,
+        clientId,
+        spec.scope ?? null,
+        spec.versionHeader ?? null,
+        params,
+        spec.format,
+        spec.clientAuth,
+      ]),
+    )
+    .digest("hex");
+}
+
+export function createSharedTokenSourceFactory(
+  cache: SharedTokenCache,
+  wallNow: () => number = Date.now,
+): (options: TokenSourceOptions) => TokenProvider {
+  return (options) => {
+    const { spec, policy } = options;
+    const dispatcher = options.dispatcher;
+    if (!dispatcher)
+      throw new TypeError("a shared token source needs the token endpoint's dispatcher");
+    let rejectedFingerprint: string | undefined;
+
+    const fetchFromIdp = async (
+      credentials: ClientCredentials,
+      signal: AbortSignal,
+    ): Promise<SharedToken> => {
+      const obtainedAtWallMs = wallNow();
+      const response = await requestToken(spec, credentials, {
+        dispatcher,
+        timeoutMs: policy.requestTimeoutMs,
+        signal,
+      });
+      const lifetimeMs =
+        response.expiresInSeconds === undefined
+          ? policy.defaultExpiresInMs
+          : response.expiresInSeconds * 1000;
+      return {
+        accessToken: response.accessToken,
+        tokenType: "Bearer",
+        scope: response.scope,
+        obtainedAtWallMs,
+        expiresAtWallMs: obtainedAtWallMs + lifetimeMs,
+      };
+    };
+
+    const fetchToken = async (
+      credentials: ClientCredentials,
+      signal: AbortSignal,
+    ): Promise<TokenResponse> => {
+      const rejectFingerprint = rejectedFingerprint;
+      rejectedFingerprint = undefined;
+      const shared = await cache.getOrFetch({
+        credentialKey: sharedCredentialKey(spec, credentials.clientId),
+        secret: credentials.clientSecret,
+        refreshFraction: policy.refreshWindow[0],
+        rejectFingerprint,
+        fetchFromIdp: () => fetchFromIdp(credentials, signal),
+      });
+      // A token another replica fetched has already lived a while: what's left is its lifetime here.
+      const remainingSeconds = Math.floor((shared.expiresAtWallMs - wallNow()) / 1000);
+      return {
+        accessToken: shared.accessToken,
+        expiresInSeconds: Math.max(1, remainingSeconds),
+        scope: shared.scope,
+        expiresInClamped: false,
+      };
+    };
+
+    const source = createTokenSource({ ...options, fetchToken });
+    return {
+      getToken: (signal) => source.getToken(signal),
+      peekToken: () => source.peekToken(),
+      invalidate(token: AccessToken) {
+        const dropped = source.invalidate(token);
+        // The next fetch must not pick the rejected token up from Redis again.
+        if (dropped) rejectedFingerprint = token.fingerprint;
+        return dropped;
+      },
+      start: () => source.start(),
+      status: () => source.status(),
+      close: () => source.close(),
+    };
+  };
+}

@@ -1,0 +1,90 @@
+/**
+ * Issue 6: three proxy processes sharing one Redis make exactly one token request between them
+ * for 500 concurrent cold requests each; killing Redis mid-test fails no request.
+ */
+import { Agent, request } from "undici";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startEmulator } from "../../src/emulator/emulator.js";
+import type { Emulator } from "../../src/emulator/types.js";
+import { type ProxyProcess, startProxyProcess } from "../helpers/proxy-process.js";
+import { type RedisServer, skipWithoutRedis, startRedisServer } from "../helpers/redis-server.js";
+
+const REPLICAS = 3;
+const CONCURRENCY = 500;
+
+describe.skipIf(skipWithoutRedis)("three replicas sharing Redis", () => {
+  let emulator: Emulator;
+  let redis: RedisServer;
+  let replicas: ProxyProcess[] = [];
+  const agent = new Agent({ connections: CONCURRENCY, pipelining: 0 });
+
+  beforeAll(async () => {
+    emulator = await startEmulator({ host: "127.0.0.1", port: 0 });
+    redis = await startRedisServer();
+    const config = `
+listen: { host: 127.0.0.1, port: 0 }
+admin: { host: 127.0.0.1, port: 0 }
+log: { level: info }
+shutdown: { drainDelay: 0s, timeout: 2s }
+tokenCache:
+  redis: { url: "${redis.url}", keyPrefix: "bp-replicas:", commandTimeout: 300ms }
+upstreams:
+  - name: api
+    baseUrl: ${emulator.url}
+    clientId: demo-client
+    clientSecret: demo-secret
+    tls: { caFile: ${JSON.stringify(emulator.caFile)} }
+    token: { prefetch: false }
+`;
+    replicas = await Promise.all(Array.from({ length: REPLICAS }, () => startProxyProcess(config)));
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const r of replicas)
+      console.log(
+        r
+          .output()
+          .split("\n")
+          .filter((l) => l.includes("504") || l.includes("error"))
+          .slice(0, 3)
+          .join("\n"),
+      );
+    await Promise.all(replicas.map((r) => r.stop()));
+    await agent.close();
+    await redis?.stop();
+    await emulator?.close();
+  });
+
+  async function burst(url: string, count: number): Promise<number[]> {
+    return Promise.all(
+      Array.from({ length: count }, async () => {
+        const response = await request(`${url}/platform/v1/spreadsheets/r`, { dispatcher: agent });
+        await response.body.dump();
+        return response.statusCode;
+      }),
+    );
+  }
+
+  it(`makes one token request for ${CONCURRENCY} cold concurrent requests to each of ${REPLICAS} replicas`, async () => {
+    emulator.resetStats();
+    const statuses = (
+      await Promise.all(replicas.map((r) => burst(r.proxyUrl, CONCURRENCY)))
+    ).flat();
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    expect(statuses).toHaveLength(REPLICAS * CONCURRENCY);
+    expect(emulator.stats().tokenRequests.total).toBe(1);
+  }, 60_000);
+
+  it("keeps answering when Redis is killed, fetching tokens locally", async () => {
+    await redis.kill();
+    // Revoke so every replica must get a new token while Redis is gone.
+    emulator.revokeAllTokens();
+    emulator.resetStats();
+    const statuses = (await Promise.all(replicas.map((r) => burst(r.proxyUrl, 50)))).flat();
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    // Each replica fetched for itself: one token request per replica, no storm.
+    expect(emulator.stats().tokenRequests.total).toBe(REPLICAS);
+    const metrics = await (await request(`${replicas[0]!.adminUrl}/metrics`)).body.text();
+    expect(metrics).toMatch(/^bearer_proxy_redis_up 0$/m);
+  }, 60_000);
+});

@@ -1,0 +1,471 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { Agent, type Dispatcher } from "undici";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startEmulator } from "../../src/emulator/emulator.js";
+import type { Emulator, TokenFaultHandler } from "../../src/emulator/types.js";
+import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/app-under-test.js";
+import { type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
+import { createTestPki, type TestPki } from "../helpers/tls.js";
+import { type Scenario, startScenario } from "./support/scenario.js";
+import type { TokenTap } from "./support/token-tap.js";
+import {
+  type Answer,
+  errorBody,
+  maxInWindow,
+  recordingFault,
+  runLoad,
+  send,
+  sleep,
+  waitFor,
+} from "./support/traffic.js";
+
+/**
+ * Issue 9, "token endpoint trouble", end to end: the real app in front of a real emulator over
+ * TLS whose token endpoint is broken in every way we know. For each: clients get the documented
+ * error quickly, the token endpoint is not hammered, nothing reaches the upstream without a
+ * valid token, the proxy recovers without a restart — and a token fetched before the trouble
+ * keeps being used while it is valid.
+ *
+ * Each test owns its emulator and app, so they run concurrently and the file stays short.
+ */
+
+/** Short policy so every scenario plays out in about a second. */
+const TOKEN = {
+  timeout: "300ms",
+  waitTimeout: "800ms",
+  initialBackoff: "200ms",
+  maxBackoff: "1s",
+  minRefreshInterval: "250ms",
+};
+const WAIT_TIMEOUT_MS = 800;
+const MIN_REFRESH_INTERVAL_MS = 250;
+/**
+ * Timer and scheduling slack: several scenarios share the CPU (TLS handshakes, certificate
+ * loading), which delays timers by a few hundred ms at worst. A request that was not bounded
+ * by waitTimeout would take at least the whole load phase (1.5 s) or hang.
+ */
+const SLACK_MS = 700;
+/** A marker inside every forbidden token value, searched for in logs and upstream traffic. */
+const MARK = "FORBIDDENTOKENMARK";
+
+let pki: TestPki;
+beforeAll(async () => {
+  pki = await createTestPki();
+});
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): TokenFaultHandler {
+  return (_req: IncomingMessage, res: ServerResponse) => {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+    res.end(text);
+  };
+}
+
+function html(status: number): TokenFaultHandler {
+  return (_req, res) => {
+    res.writeHead(status, { "content-type": "text/html; charset=utf-8" });
+    res.end("<!doctype html><html><body><h1>Service Temporarily Unavailable</h1><p>nginx</p></body></html>");
+  };
+}
+
+/** A token response that is fine except for `patch`. */
+function tokenWith(patch: Record<string, unknown>): TokenFaultHandler {
+  return json(200, { access_token: "abc.def.ghi", token_type: "Bearer", expires_in: 599, ...patch });
+}
+
+const hang: TokenFaultHandler = () => {
+  // Never answer; the emulator destroys the socket when it closes.
+};
+const reset: TokenFaultHandler = (req) => req.socket.destroy();
+
+/** Every answer is the proxy's own error, in its documented shape, within the wait bound. */
+function expectDocumentedError(answers: readonly Answer[], status: number, code: string): void {
+  expect(answers.length).toBeGreaterThan(0);
+  for (const answer of answers) {
+    expect(answer.status).toBe(status);
+    expect(answer.code).toBe(code);
+    expect(answer.headers["content-type"]).toBe("application/json");
+    expect(String(answer.headers["retry-after"])).toMatch(/^[1-9][0-9]*$/);
+    expect(errorBody(answer)).toMatchObject({ code, upstream: "api" });
+    expect(answer.endMs - answer.startMs).toBeLessThanOrEqual(WAIT_TIMEOUT_MS + SLACK_MS);
+  }
+}
+
+/** Send requests until one succeeds: proves the same process recovered on its own. */
+async function retryUntilOk(url: string, dispatcher: Dispatcher, withinMs = 4_000): Promise<Answer> {
+  const deadline = Date.now() + withinMs;
+  let last: Answer | undefined;
+  while (Date.now() < deadline) {
+    last = await send(url, { dispatcher });
+    if (last.status === 200) return last;
+    await sleep(100);
+  }
+  throw new Error(`no recovery within ${withinMs} ms; last answer ${last?.status} ${last?.code}`);
+}
+
+async function expectRecovery(scenario: Scenario, withinMs = 4_000): Promise<void> {
+  await retryUntilOk(scenario.url("/echo/recovered"), scenario.agent, withinMs);
+}
+
+interface ColdCase {
+  name: string;
+  fault: TokenFaultHandler;
+  status?: number;
+  code?: string;
+  /** Something the client-facing message must say. */
+  message?: RegExp;
+}
+
+const COLD_CASES: ColdCase[] = [
+  { name: "a hang (bounded by token.timeout)", fault: hang, message: /did not answer within 300 ms/ },
+  { name: "a connection reset", fault: reset, message: /failed/ },
+  { name: "an HTML 500 error page", fault: html(500), message: /answered 500 \(content type text\/html/ },
+  { name: "an HTML 200 page (captive portal)", fault: html(200), message: /content type text\/html.*expected application\/json/ },
+  { name: "a non-JSON body labelled JSON", fault: (_req, res) => res.writeHead(200, { "content-type": "application/json" }).end("{not json"), message: /invalid token response/ },
+  { name: "a JSON array", fault: json(200, []), message: /not a JSON object/ },
+  { name: "access_token a number", fault: tokenWith({ access_token: 12345 }), message: /access_token/ },
+  { name: "access_token null", fault: tokenWith({ access_token: null }), message: /access_token/ },
+  { name: "access_token empty", fault: tokenWith({ access_token: "" }), message: /access_token/ },
+  { name: "token_type an array", fault: tokenWith({ token_type: ["Bearer"] }), message: /token_type/ },
+  { name: "token_type mac", fault: tokenWith({ token_type: "mac" }), message: /token_type/ },
+  { name: "scope a number", fault: tokenWith({ scope: 7 }), message: /scope/ },
+  { name: "expires_in zero", fault: tokenWith({ expires_in: 0 }), message: /expires_in is the number 0/ },
+  { name: "expires_in negative", fault: tokenWith({ expires_in: -60 }), message: /expires_in is the number -60/ },
+  { name: "expires_in a string", fault: tokenWith({ expires_in: "599" }), message: /expires_in is a string/ },
+  { name: "expires_in a fraction", fault: tokenWith({ expires_in: 1.5 }), message: /expires_in is not an integer/ },
+  { name: "CR/LF in access_token", fault: tokenWith({ access_token: `abc\r\nX-Injected: ${MARK}` }), message: /RFC 6750/ },
+  { name: "a bare LF in access_token", fault: tokenWith({ access_token: `abc${MARK}\n` }), message: /RFC 6750/ },
+  { name: "a space in access_token", fault: tokenWith({ access_token: `abc ${MARK}` }), message: /RFC 6750/ },
+  { name: "a tab in access_token", fault: tokenWith({ access_token: `abc\t${MARK}` }), message: /RFC 6750/ },
+  { name: "a NUL in access_token", fault: tokenWith({ access_token: `abc\u0000${MARK}` }), message: /RFC 6750/ },
+  { name: "a 400 invalid_request", fault: json(400, { error: "invalid_request" }), message: /invalid_request/ },
+  {
+    name: "invalid_client",
+    fault: json(401, { error: "invalid_client", error_description: "client authentication failed" }, { "www-authenticate": 'Basic realm="x"' }),
+    status: 502,
+    code: "token_rejected",
+    message: /invalid_client.*check clientId\/clientSecret/,
+  },
+];
+
+/**
+ * All cold cases share one emulator and one app: upstream `case-<i>` (path prefix `/case-<i>`)
+ * uses client id `case-<i>`, and the emulator's fault handler answers each client with its
+ * case's behaviour. One world instead of two dozen keeps the file fast and light on the CPU.
+ */
+describe("token endpoint trouble, proxy cold (no token yet)", () => {
+  let emulator: Emulator;
+  let aut: AppUnderTest;
+  let agent: Agent;
+  const recorded = COLD_CASES.map((c) => recordingFault(c.fault));
+  const caseOf = (clientId: string) => recorded[Number(clientId.slice("case-".length))];
+
+  beforeAll(async () => {
+    emulator = await startEmulator({
+      host: "127.0.0.1",
+      port: 0,
+      tls: { certPem: pki.good.certPem, keyPem: pki.good.keyPem, caPem: pki.caPem },
+      clients: COLD_CASES.map((_c, i) => ({ clientId: `case-${i}`, clientSecret: `secret-${i}` })),
+    });
+    emulator.setTokenFault(dispatchByClient(caseOf));
+    aut = await startAppUnderTest({
+      caPem: pki.caPem,
+      config: {
+        upstreams: COLD_CASES.map((_c, i) => ({
+          name: `case-${i}`,
+          baseUrl: emulator.url,
+          clientId: `case-${i}`,
+          clientSecret: `secret-${i}`,
+          match: { pathPrefix: `/case-${i}/` },
+          stripPrefix: true,
+          token: TOKEN,
+        })),
+      },
+    });
+    agent = new Agent({ connections: 64 });
+  });
+  afterAll(async () => {
+    await agent?.close();
+    await aut?.close();
+    await emulator?.close();
+  });
+
+  it.concurrent.each(COLD_CASES.map((c, i) => ({ ...c, i })))("$name → documented error, bounded retries, nothing forwarded", async ({ i, status = 503, code = "token_unavailable", message }) => {
+    const times = recorded[i]!.times;
+    await waitFor(() => times.length > 0, "the prefetch attempt");
+    const answers = await runLoad({
+      urls: [`${aut.url}/case-${i}/echo/cold`],
+      concurrency: 3,
+      dispatcher: agent,
+      durationMs: 1_500,
+      pauseMs: 20,
+    });
+    expectDocumentedError(answers, status, code);
+    for (const answer of answers) expect(errorBody(answer).upstream).toBe(`case-${i}`);
+    if (message) for (const answer of answers) expect(errorBody(answer).message).toMatch(message);
+    // However many clients wait, the token endpoint sees at most one request per minRefreshInterval.
+    expect(maxInWindow(times, 1_000)).toBeLessThanOrEqual(1_000 / MIN_REFRESH_INTERVAL_MS + 1);
+    // Nothing was forwarded without a valid token (no case ever yields one).
+    expect(emulator.stats().apiRequests).toBe(0);
+    // No invalid token value, nor the HTML page, leaks into answers or logs.
+    for (const text of [...answers.map((a) => a.text), ...aut.lines]) {
+      expect(text).not.toContain(MARK);
+      expect(text).not.toContain("<html>");
+    }
+  });
+
+  it("every case recovers once the endpoint behaves, without a restart", async () => {
+    emulator.setTokenFault(undefined);
+    await Promise.all(
+      COLD_CASES.map(async (_c, i) => {
+        const answer = await retryUntilOk(`${aut.url}/case-${i}/echo/recovered`, agent);
+        expect(answer.status).toBe(200);
+      }),
+    );
+    expect(aut.app.tokens.statuses().size).toBe(COLD_CASES.length);
+    for (const status of aut.app.tokens.statuses().values()) expect(status.state).toBe("valid");
+  });
+});
+
+/** Reads the token request's client_id, then answers with that client's handler. */
+function dispatchByClient(handlerFor: (clientId: string) => TokenFaultHandler | undefined): TokenFaultHandler {
+  return (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      const clientId = new URLSearchParams(Buffer.concat(chunks).toString("utf8")).get("client_id") ?? "";
+      const handler = handlerFor(clientId);
+      if (handler) handler(req, res);
+      else res.writeHead(500).end();
+    });
+  };
+}
+
+describe("token endpoint trouble, one world per case", () => {
+  it.concurrent("307 and 308 redirects are not followed: the Location target gets no connection", async () => {
+    const thief = await startFakeUpstream({ cert: pki.good });
+    const redirect = (status: number): TokenFaultHandler => (_req, res) => {
+      res.writeHead(status, { location: `${thief.origin}/steal-the-secret`, "content-length": 0 });
+      res.end();
+    };
+    try {
+      for (const status of [307, 308]) {
+        const recorded = recordingFault(redirect(status));
+        const scenario = await startScenario({ pki, fault: recorded, token: TOKEN });
+        try {
+          const answers = await runLoad({ urls: [scenario.url("/echo/r")], concurrency: 2, dispatcher: scenario.agent, durationMs: 800, pauseMs: 20 });
+          expectDocumentedError(answers, 503, "token_unavailable");
+          expect(errorBody(answers[0]!).message).toMatch(new RegExp(`answered ${status} \\(a redirect\\)`));
+          expect(recorded.times.length).toBeGreaterThanOrEqual(1);
+        } finally {
+          await scenario.close();
+        }
+      }
+      await sleep(100);
+      expect(thief.connections()).toBe(0);
+      expect(thief.requests).toEqual([]);
+    } finally {
+      await thief.close();
+    }
+  });
+
+  it.concurrent.each([
+    { status: 429, retryAfter: "2" },
+    { status: 503, retryAfter: "2" },
+  ])("$status with Retry-After: $retryAfter s → no new attempt before it, clients told when to retry", async ({ status, retryAfter }) => {
+    const recorded = recordingFault(json(status, { error: "temporarily_unavailable" }, { "retry-after": retryAfter }));
+    const scenario = await startScenario({ pki, fault: recorded, token: TOKEN });
+    try {
+      await waitFor(() => recorded.times.length === 1, "the prefetch");
+      await sleep(200);
+      // The next attempt is beyond the wait bound: clients are told at once, with the delay.
+      const answer = await send(scenario.url("/echo/ra"), { dispatcher: scenario.agent });
+      expectDocumentedError([answer], 503, "token_unavailable");
+      expect(answer.endMs - answer.startMs).toBeLessThan(WAIT_TIMEOUT_MS - 200);
+      expect(Number(answer.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+      expect(Number(answer.headers["retry-after"])).toBeLessThanOrEqual(Number(retryAfter));
+      await waitFor(() => recorded.times.length >= 2, "the second attempt", 3_500);
+      // Retry-After is a floor, not a hint: honoured to the millisecond (timer slack aside).
+      expect(recorded.times[1]! - recorded.times[0]!).toBeGreaterThanOrEqual(Number(retryAfter) * 1000 - 20);
+      scenario.emulator.setTokenFault(undefined);
+      await expectRecovery(scenario);
+    } finally {
+      await scenario.close();
+    }
+  });
+
+  it.concurrent("invalid_client (a real wrong secret) → 502 token_rejected, a slow backoff and one clear log line per attempt", async () => {
+    const scenario = await startScenario({
+      pki,
+      token: TOKEN,
+      client: { clientId: "demo-client", clientSecret: "the-right-secret" },
+      upstream: { clientSecret: "a-wrong-secret" },
+    });
+    try {
+      const answers = await runLoad({ urls: [scenario.url("/echo/ic")], concurrency: 4, dispatcher: scenario.agent, durationMs: 2_500, pauseMs: 10 });
+      expectDocumentedError(answers, 502, "token_rejected");
+      expect(errorBody(answers.at(-1)!).message).toMatch(/invalid_client/);
+      const attempts = scenario.emulator.stats().tokenRequests;
+      // A configuration fault waits maxBackoff (1 s here) between attempts, whatever the load.
+      expect(attempts.rejected).toBe(attempts.total);
+      expect(attempts.total).toBeGreaterThanOrEqual(2);
+      expect(attempts.total).toBeLessThanOrEqual(4);
+      expect(answers.length).toBeGreaterThan(20);
+      const said = logsMatching(scenario.aut.records, /invalid_client.*check clientId\/clientSecret/);
+      expect(said.length).toBe(attempts.total);
+      expect(said.every((r) => r.level === "error")).toBe(true);
+      for (const line of scenario.aut.lines) {
+        expect(line).not.toContain("a-wrong-secret");
+        expect(line).not.toContain("the-right-secret");
+      }
+      scenario.emulator.setClients([{ clientId: "demo-client", clientSecret: "a-wrong-secret" }]);
+      await expectRecovery(scenario);
+    } finally {
+      await scenario.close();
+    }
+  });
+
+  it.concurrent("a response slower than the timeout fails; one just below it succeeds", async () => {
+    const slow = await startScenario({ pki, token: { ...TOKEN, timeout: "1s", waitTimeout: "2s" }, configureTap: (tap) => (tap.delayMs = 600) });
+    const tooSlow = await startScenario({ pki, token: { ...TOKEN, timeout: "300ms" }, configureTap: (tap) => (tap.delayMs = 600) });
+    try {
+      const ok = await send(slow.url("/echo/slow"), { dispatcher: slow.agent });
+      expect(ok.status).toBe(200);
+      expect(slow.aut.app.tokens.statuses().get("api")!.lastFetchDurationMs).toBeGreaterThanOrEqual(590);
+      const failed = await send(tooSlow.url("/echo/slow"), { dispatcher: tooSlow.agent });
+      expectDocumentedError([failed], 503, "token_unavailable");
+      expect(errorBody(failed).message).toMatch(/did not answer within 300 ms/);
+    } finally {
+      await Promise.all([slow.close(), tooSlow.close()]);
+    }
+  });
+
+  it.concurrent("an endpoint down for a while, then back: requests succeed again without a restart", async () => {
+    const recorded = recordingFault(json(503, { error: "temporarily_unavailable" }));
+    const scenario = await startScenario({ pki, fault: recorded, token: TOKEN });
+    try {
+      const during = await runLoad({ urls: [scenario.url("/echo/down")], concurrency: 2, dispatcher: scenario.agent, durationMs: 1_000, pauseMs: 20 });
+      expectDocumentedError(during, 503, "token_unavailable");
+      scenario.emulator.setTokenFault(undefined);
+      const backAtMs = Date.now();
+      await expectRecovery(scenario, 3_000);
+      // Worst case: the attempt under way (≤ timeout) plus one full backoff (≤ maxBackoff).
+      expect(Date.now() - backAtMs).toBeLessThan(300 + 1_000 + SLACK_MS);
+      const after = await runLoad({ urls: [scenario.url("/echo/up")], concurrency: 2, dispatcher: scenario.agent, durationMs: 300 });
+      expect(after.every((a) => a.status === 200)).toBe(true);
+    } finally {
+      await scenario.close();
+    }
+  });
+});
+
+describe("odd but usable expires_in (a real token, rewritten by a tap)", () => {
+  it.concurrent("huge expires_in is clamped to 24 h with a warning", async () => {
+    const scenario = await startScenario({ pki, token: TOKEN, configureTap: (tap) => (tap.rewrite = (b) => ({ ...b, expires_in: 10 ** 9 })) });
+    try {
+      expect((await send(scenario.url("/echo/huge"), { dispatcher: scenario.agent })).status).toBe(200);
+      const expiresAt = scenario.aut.app.tokens.statuses().get("api")!.expiresAtWallMs!;
+      expect(Math.abs(expiresAt - (Date.now() + 24 * 3_600_000))).toBeLessThan(60_000);
+      const warnings = logsMatching(scenario.aut.records, /expires_in above 24 h; clamped/);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]!.level).toBe("warn");
+    } finally {
+      await scenario.close();
+    }
+  });
+
+  it.concurrent("missing expires_in → the configured default lifetime", async () => {
+    const scenario = await startScenario({
+      pki,
+      token: { ...TOKEN, defaultExpiresIn: "42s" },
+      configureTap: (tap: TokenTap) =>
+        (tap.rewrite = ({ expires_in: _dropped, ...rest }) => rest),
+    });
+    try {
+      expect((await send(scenario.url("/echo/default"), { dispatcher: scenario.agent })).status).toBe(200);
+      const expiresAt = scenario.aut.app.tokens.statuses().get("api")!.expiresAtWallMs!;
+      expect(Math.abs(expiresAt - (Date.now() + 42_000))).toBeLessThan(2_000);
+      expect(logsMatching(scenario.aut.records, "assuming the default")).toHaveLength(1);
+      expect(scenario.tap!.exchanges.every((e) => e.expiresIn === undefined)).toBe(true);
+    } finally {
+      await scenario.close();
+    }
+  });
+});
+
+interface WarmCase {
+  name: string;
+  breakIt(scenario: Scenario): void;
+  /** Code clients get once the cached token has expired. */
+  code: "token_unavailable" | "token_rejected";
+}
+
+const WARM_CASES: WarmCase[] = [
+  { name: "a hang", breakIt: (s) => s.emulator.setTokenFault(hang), code: "token_unavailable" },
+  { name: "resets", breakIt: (s) => s.emulator.setTokenFault(reset), code: "token_unavailable" },
+  { name: "an HTML 500", breakIt: (s) => s.emulator.setTokenFault(html(500)), code: "token_unavailable" },
+  { name: "wrong JSON types", breakIt: (s) => s.emulator.setTokenFault(tokenWith({ expires_in: "599" })), code: "token_unavailable" },
+  {
+    name: "CR/LF in the new access_token",
+    breakIt: (s) => s.emulator.setTokenFault(tokenWith({ access_token: `abc\r\nX-Injected: ${MARK}` })),
+    code: "token_unavailable",
+  },
+  {
+    name: "429 with a long Retry-After",
+    breakIt: (s) => s.emulator.setTokenFault(json(429, { error: "slow_down" }, { "retry-after": "30" })),
+    code: "token_unavailable",
+  },
+  {
+    name: "a 307 redirect",
+    breakIt: (s) => s.emulator.setTokenFault((_req, res) => res.writeHead(307, { location: "https://127.0.0.1:1/x" }).end()),
+    code: "token_unavailable",
+  },
+  {
+    name: "invalid_client (the secret was revoked at the IdP)",
+    breakIt: (s) => s.emulator.setClients([{ clientId: "demo-client", clientSecret: "revoked-and-replaced" }]),
+    code: "token_rejected",
+  },
+];
+
+describe("a valid cached token keeps being used while the token endpoint is in trouble", () => {
+  it.concurrent.each(WARM_CASES)("$name during refresh: requests succeed until the token expires, then $code", async ({ breakIt, code }) => {
+    // expires_in 2 s → usable for 1.8 s (10% margin); refresh planned at 25–30% of the lifetime.
+    const scenario = await startScenario({ pki, lifetimeSeconds: 3, token: { ...TOKEN, refreshWindow: [0.25, 0.3] } });
+    try {
+      await waitFor(() => scenario.aut.app.tokens.statuses().get("api")!.state === "valid", "the first token");
+      const stats = () => scenario.emulator.stats().tokenRequests.total;
+      breakIt(scenario);
+      const status = scenario.aut.app.tokens.statuses().get("api")!;
+      const usableUntilMs = status.expiresAtWallMs! - 200;
+      const brokenAttemptsBefore = stats();
+      const answers = await runLoad({
+        urls: [scenario.url("/echo/warm")],
+        concurrency: 2,
+        dispatcher: scenario.agent,
+        durationMs: usableUntilMs - Date.now() + 1_500,
+        pauseMs: 10,
+      });
+      const whileValid = answers.filter((a) => a.endMs < usableUntilMs - 50);
+      const afterExpiry = answers.filter((a) => a.startMs > usableUntilMs + 50);
+      expect(whileValid.length).toBeGreaterThan(10);
+      expect(whileValid.filter((a) => a.status !== 200)).toEqual([]);
+      // The refresh really was attempted (and failed) while the old token was still in use.
+      expect(stats()).toBeGreaterThan(brokenAttemptsBefore);
+      expect(["degraded", "failed"]).toContain(scenario.aut.app.tokens.statuses().get("api")!.state);
+      expect(afterExpiry.length).toBeGreaterThan(0);
+      expectDocumentedError(afterExpiry, code === "token_rejected" ? 502 : 503, code);
+      // The upstream only ever saw the one good token.
+      const seen = new Set(
+        whileValid.map((a) => {
+          const echo = JSON.parse(a.text) as { headers: [string, string][] };
+          return echo.headers.filter(([name]) => name.toLowerCase() === "authorization").map(([, value]) => value).join("|");
+        }),
+      );
+      expect(seen.size).toBe(1);
+      expect([...seen][0]).toMatch(/^Bearer [A-Za-z0-9._~+/-]+=*$/);
+      for (const text of [...answers.map((a) => a.text), ...scenario.aut.lines]) expect(text).not.toContain(MARK);
+    } finally {
+      await scenario.close();
+    }
+  });
+});

@@ -1,0 +1,64 @@
+/**
+ * Runs the built CLI (`node dist/cli.js run`) as a real child process with a YAML config, the way
+ * an operator would, and learns its ports from its startup log line. `npm test` builds dist first.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const CLI = resolve(import.meta.dirname, "../../dist/cli.js");
+
+export interface ProxyProcess {
+  child: ChildProcess;
+  proxyUrl: string;
+  adminUrl: string;
+  /** Everything the process printed so far (JSON log lines). */
+  output(): string;
+  /** SIGTERM and wait for exit; resolves with the exit code. */
+  stop(): Promise<number | null>;
+}
+
+export async function startProxyProcess(
+  configYaml: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<ProxyProcess> {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build first`);
+  const dir = mkdtempSync(join(tmpdir(), "bp-proc-"));
+  const configFile = join(dir, "config.yaml");
+  writeFileSync(configFile, configYaml);
+  const child = spawn(process.execPath, [CLI, "run", "--config", configFile], {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  const ports = await new Promise<{ proxy: number; admin: number }>((resolvePorts, reject) => {
+    const timer = setTimeout(() => reject(new Error(`proxy did not start:\n${output}`)), 20_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      for (const line of output.split("\n")) {
+        if (!line.includes('"proxyPorts"')) continue;
+        const record = JSON.parse(line) as { proxyPorts: number[]; adminPort: number };
+        clearTimeout(timer);
+        resolvePorts({ proxy: record.proxyPorts[0] ?? 0, admin: record.adminPort });
+        return;
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    void exited.then((code) => reject(new Error(`proxy exited with ${code}:\n${output}`)));
+  });
+  return {
+    child,
+    proxyUrl: `http://127.0.0.1:${ports.proxy}`,
+    adminUrl: `http://127.0.0.1:${ports.admin}`,
+    output: () => output,
+    async stop() {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      const code = await exited;
+      rmSync(dir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}

@@ -1,0 +1,106 @@
+import { connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
+import { rawRequest } from "../helpers/raw-http.js";
+import { createTestPki } from "../helpers/tls.js";
+import { requestLogs, startTestProxy, type TestProxy } from "./harness.js";
+import { createStubTokens } from "./stub-tokens.js";
+
+/** Request bodies that stall or vanish: aborted, answered 408 when still possible, no leak. */
+describe("client request bodies", () => {
+  let upstream: FakeUpstream;
+  let proxy: TestProxy;
+
+  beforeAll(async () => {
+    const pki = await createTestPki();
+    upstream = await startFakeUpstream({ cert: pki.good });
+    proxy = await startTestProxy({
+      caPem: pki.caPem,
+      tokens: { u: createStubTokens() },
+      config: {
+        upstreams: [
+          {
+            name: "u",
+            baseUrl: upstream.origin,
+            replayBodyLimit: "64KiB",
+            timeouts: { bodyIdle: "400ms" },
+          },
+        ],
+      },
+    });
+  });
+  afterAll(async () => {
+    await proxy.close();
+    await upstream.close();
+  });
+
+  it("a small (buffered) body that stalls → 408 request_timeout, nothing forwarded", async () => {
+    const before = upstream.requests.length;
+    const exchange = await rawRequest(
+      proxy.port,
+      "POST /echo/stall HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789",
+      { timeoutMs: 4_000 },
+    );
+    expect(exchange.responses[0]?.status).toBe(408);
+    expect(exchange.responses[0]?.headers.get("bearer-proxy-error")).toEqual(["request_timeout"]);
+    expect(exchange.closed).toBe(true);
+    expect(upstream.requests.length).toBe(before);
+  });
+
+  it("a large (streamed) body that stalls → 408, the upstream request is aborted", async () => {
+    const exchange = await rawRequest(
+      proxy.port,
+      `POST /echo/stall-big HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n${"a".repeat(100_000)}`,
+      { timeoutMs: 4_000 },
+    );
+    expect(exchange.responses[0]?.status).toBe(408);
+    expect(exchange.closed).toBe(true);
+    await waitFor(() => proxy.listeners[0]!.proxy.inFlight() === 0);
+    expect(requestLogs(proxy).at(-1)).toMatchObject({ status: 408, errorCode: "request_timeout" });
+  });
+
+  it("a client that vanishes mid-upload aborts the upstream request", async () => {
+    const openBefore = upstream.openSockets();
+    await new Promise<void>((resolve) => {
+      const socket = connect(proxy.port, "127.0.0.1", () => {
+        socket.write(`POST /echo/gone HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n${"a".repeat(200_000)}`);
+        setTimeout(() => {
+          socket.destroy();
+          resolve();
+        }, 100);
+      });
+    });
+    await waitFor(() => proxy.listeners[0]!.proxy.inFlight() === 0);
+    expect(requestLogs(proxy).at(-1)).toMatchObject({ errorCode: "client_closed" });
+    await waitFor(() => upstream.openSockets() <= openBefore);
+  });
+
+  it("a chunked upload is streamed through intact", async () => {
+    const exchange = await rawRequest(
+      proxy.port,
+      "POST /echo/chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+    );
+    const echo = JSON.parse(exchange.responses[0]!.body);
+    expect(echo.bodyLength).toBe(11);
+    expect(echo.headers.find(([n]: [string]) => n.toLowerCase() === "transfer-encoding")?.[1]).toBe("chunked");
+  });
+
+  it("Expect: 100-continue is answered by the proxy and not forwarded", async () => {
+    const exchange = await rawRequest(
+      proxy.port,
+      "POST /echo/expect HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\nConnection: close\r\n\r\nabc",
+    );
+    const final = exchange.responses.find((r) => r.status === 200)!;
+    const echo = JSON.parse(final.body);
+    expect(echo.bodyLength).toBe(3);
+    expect(echo.headers.some(([n]: [string]) => n.toLowerCase() === "expect")).toBe(false);
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs = 3_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
