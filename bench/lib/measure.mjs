@@ -41,6 +41,21 @@ export const THROUGHPUT_CASES = [
 export const LATENCY_CASE = { key: "latency", label: "fixed rate GET /small", path: "/small" };
 
 /**
+ * Wait until the upstream's request count stops moving (requests a proxy still had in flight
+ * when the previous cell's load stopped), so they are not counted against the next competitor.
+ */
+async function quiesce(upstream, control, { stableMs = 200, timeoutMs = 3000 } = {}) {
+  const started = performance.now();
+  let last = (await control.getJson(`${upstream.url}/_bench/stats`)).total;
+  while (performance.now() - started < timeoutMs) {
+    await new Promise((resolve) => setTimeout(resolve, stableMs));
+    const { total } = await control.getJson(`${upstream.url}/_bench/stats`);
+    if (total === last) return;
+    last = total;
+  }
+}
+
+/**
  * Measure one cell. `problems` collects real breakage (no successful request, missing
  * injection, errors) as strings; the cell is returned either way.
  */
@@ -53,6 +68,7 @@ export async function measureCell({
   control,
   certs,
 }) {
+  await quiesce(upstream, control);
   await control.postJson(`${upstream.url}/_bench/reset`);
   const measured = competitor.key !== "direct";
   const pids = () => (measured ? competitor.pids() : []);

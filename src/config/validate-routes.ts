@@ -114,30 +114,32 @@ function checkAmbiguity(
   doc: unknown,
   issues: IssueList,
 ): void {
+  // Index (pathPrefix, host) -> first route claiming it, so 10,000 upstreams check in linear
+  // time; "" stands for "any host" (no match.hosts), which only collides with itself.
+  const claimed = new Map<string, number>();
   const routes = members.map((m) => ({ at: m.at, route: routeOf(m.upstream) }));
-  for (let b = 0; b < routes.length; b++) {
-    const rb = routes[b]!;
-    if (!rb.route) continue;
-    for (let a = 0; a < b; a++) {
-      const ra = routes[a]!;
-      if (!ra.route || ra.route.pathPrefix !== rb.route.pathPrefix) continue;
-      const shared = sharedHosts(ra.route.hosts, rb.route.hosts);
-      if (shared === undefined) continue;
-      issues.add(
-        [...rb.at, "match"],
-        `routes the same requests as ${formatPath(ra.at, doc)} on ${where} (pathPrefix ${JSON.stringify(rb.route.pathPrefix)}, ${shared}); give one of them another match.pathPrefix or match.hosts`,
-      );
-      break;
+  routes.forEach((rb, b) => {
+    if (!rb.route) return;
+    const hosts = rb.route.hosts.length === 0 ? [""] : rb.route.hosts;
+    let clash: { a: number; hosts: string[] } | undefined;
+    for (const host of hosts) {
+      const key = `${rb.route.pathPrefix}\0${host}`;
+      const a = claimed.get(key);
+      if (a === undefined) claimed.set(key, b);
+      else if (!clash || a < clash.a) clash = { a, hosts: [host] };
+      else if (a === clash.a) clash.hosts.push(host);
     }
-  }
-}
-
-/** A description of the hosts both routes accept, or undefined when they share none. */
-function sharedHosts(a: readonly string[], b: readonly string[]): string | undefined {
-  if (a.length === 0 && b.length === 0) return "any host";
-  const common = a.filter((h) => b.includes(h));
-  if (common.length === 0) return undefined;
-  return `host${common.length === 1 ? "" : "s"} ${common.map((h) => JSON.stringify(h)).join(", ")}`;
+    if (!clash) return;
+    const ra = routes[clash.a]!;
+    const shared =
+      clash.hosts[0] === ""
+        ? "any host"
+        : `host${clash.hosts.length === 1 ? "" : "s"} ${clash.hosts.map((h) => JSON.stringify(h)).join(", ")}`;
+    issues.add(
+      [...rb.at, "match"],
+      `routes the same requests as ${formatPath(ra.at, doc)} on ${where} (pathPrefix ${JSON.stringify(rb.route.pathPrefix)}, ${shared}); give one of them another match.pathPrefix or match.hosts`,
+    );
+  });
 }
 
 function routeOf(

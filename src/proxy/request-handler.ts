@@ -96,7 +96,9 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const handler = ((req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket as PipelinedSocket;
     if (socket[kBusy]) {
-      (socket[kQueue] ??= []).push(() => handle(req, res));
+      const queue = socket[kQueue] ?? [];
+      socket[kQueue] = queue;
+      queue.push(() => handle(req, res));
       return;
     }
     socket[kBusy] = true;

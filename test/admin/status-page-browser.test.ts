@@ -22,7 +22,6 @@ const skip = !existsSync(CHROMIUM) && !process.env.CI;
 
 /** What a person sees: rendered text (innerText), not the DOM's textContent. */
 function visibleText(locator: Locator): Promise<string> {
-  // biome-ignore lint/performance/useDomNodeTextContent: the rendered text is the point here
   return locator.innerText();
 }
 

@@ -4,10 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulator } from "../../src/emulator/emulator.js";
 import type { Emulator, TokenFaultHandler } from "../../src/emulator/types.js";
 import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/app-under-test.js";
-import { type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
+import { startFakeUpstream } from "../helpers/fake-upstreams.js";
 import { createTestPki, type TestPki } from "../helpers/tls.js";
 import { type Scenario, startScenario } from "./support/scenario.js";
-import type { TokenTap } from "./support/token-tap.js";
+import { startTokenTap, type TokenTap } from "./support/token-tap.js";
 import {
   type Answer,
   errorBody,
@@ -53,10 +53,18 @@ beforeAll(async () => {
   pki = await createTestPki();
 });
 
-function json(status: number, body: unknown, headers: Record<string, string> = {}): TokenFaultHandler {
+function json(
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): TokenFaultHandler {
   return (_req: IncomingMessage, res: ServerResponse) => {
     const text = JSON.stringify(body);
-    res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+    res.writeHead(status, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(text),
+      ...headers,
+    });
     res.end(text);
   };
 }
@@ -64,13 +72,20 @@ function json(status: number, body: unknown, headers: Record<string, string> = {
 function html(status: number): TokenFaultHandler {
   return (_req, res) => {
     res.writeHead(status, { "content-type": "text/html; charset=utf-8" });
-    res.end("<!doctype html><html><body><h1>Service Temporarily Unavailable</h1><p>nginx</p></body></html>");
+    res.end(
+      "<!doctype html><html><body><h1>Service Temporarily Unavailable</h1><p>nginx</p></body></html>",
+    );
   };
 }
 
 /** A token response that is fine except for `patch`. */
 function tokenWith(patch: Record<string, unknown>): TokenFaultHandler {
-  return json(200, { access_token: "abc.def.ghi", token_type: "Bearer", expires_in: 599, ...patch });
+  return json(200, {
+    access_token: "abc.def.ghi",
+    token_type: "Bearer",
+    expires_in: 599,
+    ...patch,
+  });
 }
 
 const hang: TokenFaultHandler = () => {
@@ -79,20 +94,29 @@ const hang: TokenFaultHandler = () => {
 const reset: TokenFaultHandler = (req) => req.socket.destroy();
 
 /** Every answer is the proxy's own error, in its documented shape, within the wait bound. */
-function expectDocumentedError(answers: readonly Answer[], status: number, code: string): void {
+function expectDocumentedError(
+  answers: readonly Answer[],
+  status: number,
+  code: string,
+  upstream = "api",
+): void {
   expect(answers.length).toBeGreaterThan(0);
   for (const answer of answers) {
     expect(answer.status).toBe(status);
     expect(answer.code).toBe(code);
     expect(answer.headers["content-type"]).toBe("application/json");
     expect(String(answer.headers["retry-after"])).toMatch(/^[1-9][0-9]*$/);
-    expect(errorBody(answer)).toMatchObject({ code, upstream: "api" });
+    expect(errorBody(answer)).toMatchObject({ code, upstream });
     expect(answer.endMs - answer.startMs).toBeLessThanOrEqual(WAIT_TIMEOUT_MS + SLACK_MS);
   }
 }
 
 /** Send requests until one succeeds: proves the same process recovered on its own. */
-async function retryUntilOk(url: string, dispatcher: Dispatcher, withinMs = 4_000): Promise<Answer> {
+async function retryUntilOk(
+  url: string,
+  dispatcher: Dispatcher,
+  withinMs = 4_000,
+): Promise<Answer> {
   const deadline = Date.now() + withinMs;
   let last: Answer | undefined;
   while (Date.now() < deadline) {
@@ -117,31 +141,100 @@ interface ColdCase {
 }
 
 const COLD_CASES: ColdCase[] = [
-  { name: "a hang (bounded by token.timeout)", fault: hang, message: /did not answer within 300 ms/ },
+  {
+    name: "a hang (bounded by token.timeout)",
+    fault: hang,
+    message: /did not answer within 300 ms/,
+  },
   { name: "a connection reset", fault: reset, message: /failed/ },
-  { name: "an HTML 500 error page", fault: html(500), message: /answered 500 \(content type text\/html/ },
-  { name: "an HTML 200 page (captive portal)", fault: html(200), message: /content type text\/html.*expected application\/json/ },
-  { name: "a non-JSON body labelled JSON", fault: (_req, res) => res.writeHead(200, { "content-type": "application/json" }).end("{not json"), message: /invalid token response/ },
+  {
+    name: "an HTML 500 error page",
+    fault: html(500),
+    message: /answered 500 \(content type text\/html/,
+  },
+  {
+    name: "an HTML 200 page (captive portal)",
+    fault: html(200),
+    message: /content type text\/html.*expected application\/json/,
+  },
+  {
+    name: "a non-JSON body labelled JSON",
+    fault: (_req, res) =>
+      res.writeHead(200, { "content-type": "application/json" }).end("{not json"),
+    message: /invalid token response/,
+  },
   { name: "a JSON array", fault: json(200, []), message: /not a JSON object/ },
-  { name: "access_token a number", fault: tokenWith({ access_token: 12345 }), message: /access_token/ },
+  {
+    name: "access_token a number",
+    fault: tokenWith({ access_token: 12345 }),
+    message: /access_token/,
+  },
   { name: "access_token null", fault: tokenWith({ access_token: null }), message: /access_token/ },
   { name: "access_token empty", fault: tokenWith({ access_token: "" }), message: /access_token/ },
-  { name: "token_type an array", fault: tokenWith({ token_type: ["Bearer"] }), message: /token_type/ },
+  {
+    name: "token_type an array",
+    fault: tokenWith({ token_type: ["Bearer"] }),
+    message: /token_type/,
+  },
   { name: "token_type mac", fault: tokenWith({ token_type: "mac" }), message: /token_type/ },
   { name: "scope a number", fault: tokenWith({ scope: 7 }), message: /scope/ },
-  { name: "expires_in zero", fault: tokenWith({ expires_in: 0 }), message: /expires_in is the number 0/ },
-  { name: "expires_in negative", fault: tokenWith({ expires_in: -60 }), message: /expires_in is the number -60/ },
-  { name: "expires_in a string", fault: tokenWith({ expires_in: "599" }), message: /expires_in is a string/ },
-  { name: "expires_in a fraction", fault: tokenWith({ expires_in: 1.5 }), message: /expires_in is not an integer/ },
-  { name: "CR/LF in access_token", fault: tokenWith({ access_token: `abc\r\nX-Injected: ${MARK}` }), message: /RFC 6750/ },
-  { name: "a bare LF in access_token", fault: tokenWith({ access_token: `abc${MARK}\n` }), message: /RFC 6750/ },
-  { name: "a space in access_token", fault: tokenWith({ access_token: `abc ${MARK}` }), message: /RFC 6750/ },
-  { name: "a tab in access_token", fault: tokenWith({ access_token: `abc\t${MARK}` }), message: /RFC 6750/ },
-  { name: "a NUL in access_token", fault: tokenWith({ access_token: `abc\u0000${MARK}` }), message: /RFC 6750/ },
-  { name: "a 400 invalid_request", fault: json(400, { error: "invalid_request" }), message: /invalid_request/ },
+  {
+    name: "expires_in zero",
+    fault: tokenWith({ expires_in: 0 }),
+    message: /expires_in is the number 0/,
+  },
+  {
+    name: "expires_in negative",
+    fault: tokenWith({ expires_in: -60 }),
+    message: /expires_in is the number -60/,
+  },
+  {
+    name: "expires_in a string",
+    fault: tokenWith({ expires_in: "599" }),
+    message: /expires_in is a string/,
+  },
+  {
+    name: "expires_in a fraction",
+    fault: tokenWith({ expires_in: 1.5 }),
+    message: /expires_in is not an integer/,
+  },
+  {
+    name: "CR/LF in access_token",
+    fault: tokenWith({ access_token: `abc\r\nX-Injected: ${MARK}` }),
+    message: /RFC 6750/,
+  },
+  {
+    name: "a bare LF in access_token",
+    fault: tokenWith({ access_token: `abc${MARK}\n` }),
+    message: /RFC 6750/,
+  },
+  {
+    name: "a space in access_token",
+    fault: tokenWith({ access_token: `abc ${MARK}` }),
+    message: /RFC 6750/,
+  },
+  {
+    name: "a tab in access_token",
+    fault: tokenWith({ access_token: `abc\t${MARK}` }),
+    message: /RFC 6750/,
+  },
+  {
+    name: "a NUL in access_token",
+    fault: tokenWith({ access_token: `abc\u0000${MARK}` }),
+    message: /RFC 6750/,
+  },
+  {
+    name: "a 400 invalid_request",
+    fault: json(400, { error: "invalid_request" }),
+    message: /invalid_request/,
+  },
   {
     name: "invalid_client",
-    fault: json(401, { error: "invalid_client", error_description: "client authentication failed" }, { "www-authenticate": 'Basic realm="x"' }),
+    fault: json(
+      401,
+      { error: "invalid_client", error_description: "client authentication failed" },
+      { "www-authenticate": 'Basic realm="x"' },
+    ),
     status: 502,
     code: "token_rejected",
     message: /invalid_client.*check clientId\/clientSecret/,
@@ -158,6 +251,7 @@ describe("token endpoint trouble, proxy cold (no token yet)", () => {
   let aut: AppUnderTest;
   let agent: Agent;
   const recorded = COLD_CASES.map((c) => recordingFault(c.fault));
+  const results = new Map<number, Answer[]>();
   const caseOf = (clientId: string) => recorded[Number(clientId.slice("case-".length))];
 
   beforeAll(async () => {
@@ -182,7 +276,23 @@ describe("token endpoint trouble, proxy cold (no token yet)", () => {
         })),
       },
     });
-    agent = new Agent({ connections: 64 });
+    agent = new Agent({ connections: 96 });
+    // Load every case at once (they share nothing but the process), then check each below.
+    await waitFor(() => recorded.every((r) => r.times.length > 0), "every prefetch attempt").catch(
+      () => {},
+    );
+    const all = await Promise.all(
+      COLD_CASES.map((_c, i) =>
+        runLoad({
+          urls: [`${aut.url}/case-${i}/echo/cold`],
+          concurrency: 3,
+          dispatcher: agent,
+          durationMs: 1_500,
+          pauseMs: 20,
+        }),
+      ),
+    );
+    for (const [i, answers] of all.entries()) results.set(i, answers);
   });
   afterAll(async () => {
     await agent?.close();
@@ -190,29 +300,30 @@ describe("token endpoint trouble, proxy cold (no token yet)", () => {
     await emulator?.close();
   });
 
-  it.concurrent.each(COLD_CASES.map((c, i) => ({ ...c, i })))("$name → documented error, bounded retries, nothing forwarded", async ({ i, status = 503, code = "token_unavailable", message }) => {
-    const times = recorded[i]!.times;
-    await waitFor(() => times.length > 0, "the prefetch attempt");
-    const answers = await runLoad({
-      urls: [`${aut.url}/case-${i}/echo/cold`],
-      concurrency: 3,
-      dispatcher: agent,
-      durationMs: 1_500,
-      pauseMs: 20,
-    });
-    expectDocumentedError(answers, status, code);
-    for (const answer of answers) expect(errorBody(answer).upstream).toBe(`case-${i}`);
-    if (message) for (const answer of answers) expect(errorBody(answer).message).toMatch(message);
-    // However many clients wait, the token endpoint sees at most one request per minRefreshInterval.
-    expect(maxInWindow(times, 1_000)).toBeLessThanOrEqual(1_000 / MIN_REFRESH_INTERVAL_MS + 1);
-    // Nothing was forwarded without a valid token (no case ever yields one).
-    expect(emulator.stats().apiRequests).toBe(0);
-    // No invalid token value, nor the HTML page, leaks into answers or logs.
-    for (const text of [...answers.map((a) => a.text), ...aut.lines]) {
-      expect(text).not.toContain(MARK);
-      expect(text).not.toContain("<html>");
-    }
-  });
+  it.each(COLD_CASES.map((c, i) => ({ ...c, i })))(
+    "$name → documented error, bounded retries, nothing forwarded",
+    ({ i, status = 503, code = "token_unavailable", message }) => {
+      const answers = results.get(i)!;
+      const times = recorded[i]!.times;
+      expectDocumentedError(answers, status, code, `case-${i}`);
+      // The client learns what went wrong. (Under CPU starvation a TLS connect alone can exceed
+      // the 300 ms token timeout, so one answer may name the timeout instead.)
+      if (message)
+        expect(answers.map((a) => errorBody(a).message)).toContainEqual(
+          expect.stringMatching(message),
+        );
+      // However many clients wait, the token endpoint sees at most one request per minRefreshInterval.
+      expect(times.length).toBeGreaterThan(0);
+      expect(maxInWindow(times, 1_000)).toBeLessThanOrEqual(1_000 / MIN_REFRESH_INTERVAL_MS + 1);
+      // Nothing was forwarded without a valid token (no case ever yields one).
+      expect(emulator.stats().apiRequests).toBe(0);
+      // No invalid token value, nor the HTML page, leaks into answers or logs.
+      for (const text of [...answers.map((a) => a.text), ...aut.lines]) {
+        expect(text).not.toContain(MARK);
+        expect(text).not.toContain("<html>");
+      }
+    },
+  );
 
   it("every case recovers once the endpoint behaves, without a restart", async () => {
     emulator.setTokenFault(undefined);
@@ -228,12 +339,15 @@ describe("token endpoint trouble, proxy cold (no token yet)", () => {
 });
 
 /** Reads the token request's client_id, then answers with that client's handler. */
-function dispatchByClient(handlerFor: (clientId: string) => TokenFaultHandler | undefined): TokenFaultHandler {
+function dispatchByClient(
+  handlerFor: (clientId: string) => TokenFaultHandler | undefined,
+): TokenFaultHandler {
   return (req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {
-      const clientId = new URLSearchParams(Buffer.concat(chunks).toString("utf8")).get("client_id") ?? "";
+      const clientId =
+        new URLSearchParams(Buffer.concat(chunks).toString("utf8")).get("client_id") ?? "";
       const handler = handlerFor(clientId);
       if (handler) handler(req, res);
       else res.writeHead(500).end();
@@ -244,18 +358,31 @@ function dispatchByClient(handlerFor: (clientId: string) => TokenFaultHandler | 
 describe("token endpoint trouble, one world per case", () => {
   it.concurrent("307 and 308 redirects are not followed: the Location target gets no connection", async () => {
     const thief = await startFakeUpstream({ cert: pki.good });
-    const redirect = (status: number): TokenFaultHandler => (_req, res) => {
-      res.writeHead(status, { location: `${thief.origin}/steal-the-secret`, "content-length": 0 });
-      res.end();
-    };
+    const redirect =
+      (status: number): TokenFaultHandler =>
+      (_req, res) => {
+        res.writeHead(status, {
+          location: `${thief.origin}/steal-the-secret`,
+          "content-length": 0,
+        });
+        res.end();
+      };
     try {
       for (const status of [307, 308]) {
         const recorded = recordingFault(redirect(status));
         const scenario = await startScenario({ pki, fault: recorded, token: TOKEN });
         try {
-          const answers = await runLoad({ urls: [scenario.url("/echo/r")], concurrency: 2, dispatcher: scenario.agent, durationMs: 800, pauseMs: 20 });
+          const answers = await runLoad({
+            urls: [scenario.url("/echo/r")],
+            concurrency: 2,
+            dispatcher: scenario.agent,
+            durationMs: 800,
+            pauseMs: 20,
+          });
           expectDocumentedError(answers, 503, "token_unavailable");
-          expect(errorBody(answers[0]!).message).toMatch(new RegExp(`answered ${status} \\(a redirect\\)`));
+          expect(errorBody(answers[0]!).message).toMatch(
+            new RegExp(`answered ${status} \\(a redirect\\)`),
+          );
           expect(recorded.times.length).toBeGreaterThanOrEqual(1);
         } finally {
           await scenario.close();
@@ -272,27 +399,34 @@ describe("token endpoint trouble, one world per case", () => {
   it.concurrent.each([
     { status: 429, retryAfter: "2" },
     { status: 503, retryAfter: "2" },
-  ])("$status with Retry-After: $retryAfter s → no new attempt before it, clients told when to retry", async ({ status, retryAfter }) => {
-    const recorded = recordingFault(json(status, { error: "temporarily_unavailable" }, { "retry-after": retryAfter }));
-    const scenario = await startScenario({ pki, fault: recorded, token: TOKEN });
-    try {
-      await waitFor(() => recorded.times.length === 1, "the prefetch");
-      await sleep(200);
-      // The next attempt is beyond the wait bound: clients are told at once, with the delay.
-      const answer = await send(scenario.url("/echo/ra"), { dispatcher: scenario.agent });
-      expectDocumentedError([answer], 503, "token_unavailable");
-      expect(answer.endMs - answer.startMs).toBeLessThan(WAIT_TIMEOUT_MS - 200);
-      expect(Number(answer.headers["retry-after"])).toBeGreaterThanOrEqual(1);
-      expect(Number(answer.headers["retry-after"])).toBeLessThanOrEqual(Number(retryAfter));
-      await waitFor(() => recorded.times.length >= 2, "the second attempt", 3_500);
-      // Retry-After is a floor, not a hint: honoured to the millisecond (timer slack aside).
-      expect(recorded.times[1]! - recorded.times[0]!).toBeGreaterThanOrEqual(Number(retryAfter) * 1000 - 20);
-      scenario.emulator.setTokenFault(undefined);
-      await expectRecovery(scenario);
-    } finally {
-      await scenario.close();
-    }
-  });
+  ])(
+    "$status with Retry-After: $retryAfter s → no new attempt before it, clients told when to retry",
+    async ({ status, retryAfter }) => {
+      const recorded = recordingFault(
+        json(status, { error: "temporarily_unavailable" }, { "retry-after": retryAfter }),
+      );
+      const scenario = await startScenario({ pki, fault: recorded, token: TOKEN });
+      try {
+        await waitFor(() => recorded.times.length === 1, "the prefetch");
+        await sleep(200);
+        // The next attempt is beyond the wait bound: clients are told at once, with the delay.
+        const answer = await send(scenario.url("/echo/ra"), { dispatcher: scenario.agent });
+        expectDocumentedError([answer], 503, "token_unavailable");
+        expect(answer.endMs - answer.startMs).toBeLessThan(WAIT_TIMEOUT_MS - 200);
+        expect(Number(answer.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+        expect(Number(answer.headers["retry-after"])).toBeLessThanOrEqual(Number(retryAfter));
+        await waitFor(() => recorded.times.length >= 2, "the second attempt", 3_500);
+        // Retry-After is a floor, not a hint: honoured to the millisecond (timer slack aside).
+        expect(recorded.times[1]! - recorded.times[0]!).toBeGreaterThanOrEqual(
+          Number(retryAfter) * 1000 - 20,
+        );
+        scenario.emulator.setTokenFault(undefined);
+        await expectRecovery(scenario);
+      } finally {
+        await scenario.close();
+      }
+    },
+  );
 
   it.concurrent("invalid_client (a real wrong secret) → 502 token_rejected, a slow backoff and one clear log line per attempt", async () => {
     const scenario = await startScenario({
@@ -302,7 +436,13 @@ describe("token endpoint trouble, one world per case", () => {
       upstream: { clientSecret: "a-wrong-secret" },
     });
     try {
-      const answers = await runLoad({ urls: [scenario.url("/echo/ic")], concurrency: 4, dispatcher: scenario.agent, durationMs: 2_500, pauseMs: 10 });
+      const answers = await runLoad({
+        urls: [scenario.url("/echo/ic")],
+        concurrency: 4,
+        dispatcher: scenario.agent,
+        durationMs: 2_500,
+        pauseMs: 10,
+      });
       expectDocumentedError(answers, 502, "token_rejected");
       expect(errorBody(answers.at(-1)!).message).toMatch(/invalid_client/);
       const attempts = scenario.emulator.stats().tokenRequests;
@@ -311,9 +451,15 @@ describe("token endpoint trouble, one world per case", () => {
       expect(attempts.total).toBeGreaterThanOrEqual(2);
       expect(attempts.total).toBeLessThanOrEqual(4);
       expect(answers.length).toBeGreaterThan(20);
-      const said = logsMatching(scenario.aut.records, /invalid_client.*check clientId\/clientSecret/);
-      expect(said.length).toBe(attempts.total);
-      expect(said.every((r) => r.level === "error")).toBe(true);
+      const said = () =>
+        logsMatching(scenario.aut.records, /invalid_client.*check clientId\/clientSecret/);
+      // The last attempt may still be on its way back when the load stops.
+      await waitFor(
+        () => said().length === scenario.emulator.stats().tokenRequests.total,
+        "one log line per attempt",
+        1_000,
+      );
+      expect(said().every((r) => r.level === "error")).toBe(true);
       for (const line of scenario.aut.lines) {
         expect(line).not.toContain("a-wrong-secret");
         expect(line).not.toContain("the-right-secret");
@@ -326,12 +472,22 @@ describe("token endpoint trouble, one world per case", () => {
   });
 
   it.concurrent("a response slower than the timeout fails; one just below it succeeds", async () => {
-    const slow = await startScenario({ pki, token: { ...TOKEN, timeout: "1s", waitTimeout: "2s" }, configureTap: (tap) => (tap.delayMs = 600) });
-    const tooSlow = await startScenario({ pki, token: { ...TOKEN, timeout: "300ms" }, configureTap: (tap) => (tap.delayMs = 600) });
+    const slow = await startScenario({
+      pki,
+      token: { ...TOKEN, timeout: "1s", waitTimeout: "2s" },
+      configureTap: (tap) => (tap.delayMs = 600),
+    });
+    const tooSlow = await startScenario({
+      pki,
+      token: { ...TOKEN, timeout: "300ms" },
+      configureTap: (tap) => (tap.delayMs = 600),
+    });
     try {
       const ok = await send(slow.url("/echo/slow"), { dispatcher: slow.agent });
       expect(ok.status).toBe(200);
-      expect(slow.aut.app.tokens.statuses().get("api")!.lastFetchDurationMs).toBeGreaterThanOrEqual(590);
+      expect(slow.aut.app.tokens.statuses().get("api")!.lastFetchDurationMs).toBeGreaterThanOrEqual(
+        590,
+      );
       const failed = await send(tooSlow.url("/echo/slow"), { dispatcher: tooSlow.agent });
       expectDocumentedError([failed], 503, "token_unavailable");
       expect(errorBody(failed).message).toMatch(/did not answer within 300 ms/);
@@ -344,14 +500,25 @@ describe("token endpoint trouble, one world per case", () => {
     const recorded = recordingFault(json(503, { error: "temporarily_unavailable" }));
     const scenario = await startScenario({ pki, fault: recorded, token: TOKEN });
     try {
-      const during = await runLoad({ urls: [scenario.url("/echo/down")], concurrency: 2, dispatcher: scenario.agent, durationMs: 1_000, pauseMs: 20 });
+      const during = await runLoad({
+        urls: [scenario.url("/echo/down")],
+        concurrency: 2,
+        dispatcher: scenario.agent,
+        durationMs: 1_000,
+        pauseMs: 20,
+      });
       expectDocumentedError(during, 503, "token_unavailable");
       scenario.emulator.setTokenFault(undefined);
       const backAtMs = Date.now();
       await expectRecovery(scenario, 3_000);
       // Worst case: the attempt under way (≤ timeout) plus one full backoff (≤ maxBackoff).
       expect(Date.now() - backAtMs).toBeLessThan(300 + 1_000 + SLACK_MS);
-      const after = await runLoad({ urls: [scenario.url("/echo/up")], concurrency: 2, dispatcher: scenario.agent, durationMs: 300 });
+      const after = await runLoad({
+        urls: [scenario.url("/echo/up")],
+        concurrency: 2,
+        dispatcher: scenario.agent,
+        durationMs: 300,
+      });
       expect(after.every((a) => a.status === 200)).toBe(true);
     } finally {
       await scenario.close();
@@ -361,9 +528,15 @@ describe("token endpoint trouble, one world per case", () => {
 
 describe("odd but usable expires_in (a real token, rewritten by a tap)", () => {
   it.concurrent("huge expires_in is clamped to 24 h with a warning", async () => {
-    const scenario = await startScenario({ pki, token: TOKEN, configureTap: (tap) => (tap.rewrite = (b) => ({ ...b, expires_in: 10 ** 9 })) });
+    const scenario = await startScenario({
+      pki,
+      token: TOKEN,
+      configureTap: (tap) => (tap.rewrite = (b) => ({ ...b, expires_in: 10 ** 9 })),
+    });
     try {
-      expect((await send(scenario.url("/echo/huge"), { dispatcher: scenario.agent })).status).toBe(200);
+      expect((await send(scenario.url("/echo/huge"), { dispatcher: scenario.agent })).status).toBe(
+        200,
+      );
       const expiresAt = scenario.aut.app.tokens.statuses().get("api")!.expiresAtWallMs!;
       expect(Math.abs(expiresAt - (Date.now() + 24 * 3_600_000))).toBeLessThan(60_000);
       const warnings = logsMatching(scenario.aut.records, /expires_in above 24 h; clamped/);
@@ -378,11 +551,12 @@ describe("odd but usable expires_in (a real token, rewritten by a tap)", () => {
     const scenario = await startScenario({
       pki,
       token: { ...TOKEN, defaultExpiresIn: "42s" },
-      configureTap: (tap: TokenTap) =>
-        (tap.rewrite = ({ expires_in: _dropped, ...rest }) => rest),
+      configureTap: (tap: TokenTap) => (tap.rewrite = ({ expires_in: _dropped, ...rest }) => rest),
     });
     try {
-      expect((await send(scenario.url("/echo/default"), { dispatcher: scenario.agent })).status).toBe(200);
+      expect(
+        (await send(scenario.url("/echo/default"), { dispatcher: scenario.agent })).status,
+      ).toBe(200);
       const expiresAt = scenario.aut.app.tokens.statuses().get("api")!.expiresAtWallMs!;
       expect(Math.abs(expiresAt - (Date.now() + 42_000))).toBeLessThan(2_000);
       expect(logsMatching(scenario.aut.records, "assuming the default")).toHaveLength(1);
@@ -395,77 +569,169 @@ describe("odd but usable expires_in (a real token, rewritten by a tap)", () => {
 
 interface WarmCase {
   name: string;
-  breakIt(scenario: Scenario): void;
+  /** What the token endpoint does for this client once its first token was fetched. */
+  fault?: TokenFaultHandler;
+  /** Instead of a fault: the IdP stops accepting this client's secret (real invalid_client). */
+  revokeSecret?: boolean;
   /** Code clients get once the cached token has expired. */
   code: "token_unavailable" | "token_rejected";
 }
 
 const WARM_CASES: WarmCase[] = [
-  { name: "a hang", breakIt: (s) => s.emulator.setTokenFault(hang), code: "token_unavailable" },
-  { name: "resets", breakIt: (s) => s.emulator.setTokenFault(reset), code: "token_unavailable" },
-  { name: "an HTML 500", breakIt: (s) => s.emulator.setTokenFault(html(500)), code: "token_unavailable" },
-  { name: "wrong JSON types", breakIt: (s) => s.emulator.setTokenFault(tokenWith({ expires_in: "599" })), code: "token_unavailable" },
+  { name: "a hang", fault: hang, code: "token_unavailable" },
+  { name: "resets", fault: reset, code: "token_unavailable" },
+  { name: "an HTML 500", fault: html(500), code: "token_unavailable" },
+  { name: "wrong JSON types", fault: tokenWith({ expires_in: "599" }), code: "token_unavailable" },
   {
     name: "CR/LF in the new access_token",
-    breakIt: (s) => s.emulator.setTokenFault(tokenWith({ access_token: `abc\r\nX-Injected: ${MARK}` })),
+    fault: tokenWith({ access_token: `abc\r\nX-Injected: ${MARK}` }),
     code: "token_unavailable",
   },
   {
     name: "429 with a long Retry-After",
-    breakIt: (s) => s.emulator.setTokenFault(json(429, { error: "slow_down" }, { "retry-after": "30" })),
+    fault: json(429, { error: "slow_down" }, { "retry-after": "30" }),
     code: "token_unavailable",
   },
   {
     name: "a 307 redirect",
-    breakIt: (s) => s.emulator.setTokenFault((_req, res) => res.writeHead(307, { location: "https://127.0.0.1:1/x" }).end()),
+    fault: (_req, res) => res.writeHead(307, { location: "https://127.0.0.1:1/x" }).end(),
     code: "token_unavailable",
   },
   {
     name: "invalid_client (the secret was revoked at the IdP)",
-    breakIt: (s) => s.emulator.setClients([{ clientId: "demo-client", clientSecret: "revoked-and-replaced" }]),
+    revokeSecret: true,
     code: "token_rejected",
   },
 ];
 
+interface WarmResult {
+  answers: Answer[];
+  usableUntilMs: number;
+  attemptsBefore: number;
+  attemptsAfter: number;
+  stateDuringTrouble: string;
+}
+
+/**
+ * One world for all warm cases, run together: upstream `warm-<i>` (client `warm-<i>`) gets
+ * 2-second tokens through a tap; once every upstream holds one, the tap breaks the endpoint for
+ * each client in its case's way and all cases are loaded at once until well past expiry. The
+ * tests then check each case's answers.
+ */
 describe("a valid cached token keeps being used while the token endpoint is in trouble", () => {
-  it.concurrent.each(WARM_CASES)("$name during refresh: requests succeed until the token expires, then $code", async ({ breakIt, code }) => {
-    // expires_in 2 s → usable for 1.8 s (10% margin); refresh planned at 25–30% of the lifetime.
-    const scenario = await startScenario({ pki, lifetimeSeconds: 3, token: { ...TOKEN, refreshWindow: [0.25, 0.3] } });
+  const results = new Map<number, WarmResult>();
+  let lines: string[] = [];
+
+  beforeAll(async () => {
+    const emulator = await startEmulator({
+      host: "127.0.0.1",
+      port: 0,
+      tls: { certPem: pki.good.certPem, keyPem: pki.good.keyPem, caPem: pki.caPem },
+      clients: WARM_CASES.map((_c, i) => ({ clientId: `warm-${i}`, clientSecret: `secret-${i}` })),
+      // expires_in 2 s → usable for 1.8 s (10% margin); refresh planned at 25–30% of the lifetime.
+      tokenLifetimeSeconds: 3,
+    });
+    const tap = await startTokenTap({ target: emulator.url, caPem: pki.caPem, cert: pki.good });
+    const aut = await startAppUnderTest({
+      caPem: pki.caPem,
+      config: {
+        upstreams: WARM_CASES.map((_c, i) => ({
+          name: `warm-${i}`,
+          baseUrl: emulator.url,
+          tokenUrl: tap.tokenUrl,
+          clientId: `warm-${i}`,
+          clientSecret: `secret-${i}`,
+          match: { pathPrefix: `/warm-${i}/` },
+          stripPrefix: true,
+          token: { ...TOKEN, refreshWindow: [0.25, 0.3] },
+        })),
+      },
+    });
+    const agent = new Agent({ connections: 32 });
     try {
-      await waitFor(() => scenario.aut.app.tokens.statuses().get("api")!.state === "valid", "the first token");
-      const stats = () => scenario.emulator.stats().tokenRequests.total;
-      breakIt(scenario);
-      const status = scenario.aut.app.tokens.statuses().get("api")!;
-      const usableUntilMs = status.expiresAtWallMs! - 200;
-      const brokenAttemptsBefore = stats();
-      const answers = await runLoad({
-        urls: [scenario.url("/echo/warm")],
-        concurrency: 2,
-        dispatcher: scenario.agent,
-        durationMs: usableUntilMs - Date.now() + 1_500,
-        pauseMs: 10,
+      const statusOf = (i: number) => aut.app.tokens.statuses().get(`warm-${i}`)!;
+      await waitFor(
+        () => WARM_CASES.every((_c, i) => statusOf(i).state === "valid"),
+        "every first token",
+      );
+      const attempts = (i: number) =>
+        tap.exchanges.filter((e) => e.clientId === `warm-${i}`).length;
+      const faults = new Map(WARM_CASES.map((c, i) => [`warm-${i}`, c.fault]));
+      tap.faultFor = (clientId) => (clientId === undefined ? undefined : faults.get(clientId));
+      emulator.setClients(
+        WARM_CASES.map((c, i) => ({
+          clientId: `warm-${i}`,
+          clientSecret: c.revokeSecret ? "revoked-and-replaced" : `secret-${i}`,
+        })),
+      );
+      const started = WARM_CASES.map((_c, i) => ({
+        usableUntilMs: statusOf(i).expiresAtWallMs! - 200,
+        attemptsBefore: attempts(i),
+      }));
+      const lastExpiryMs = Math.max(...started.map((s) => s.usableUntilMs));
+      const states = new Map<number, string>();
+      const answers = await Promise.all(
+        WARM_CASES.map(async (_c, i) => {
+          const watch = setTimeout(
+            () => states.set(i, statusOf(i).state),
+            started[i]!.usableUntilMs - Date.now() - 150,
+          );
+          const result = await runLoad({
+            urls: [`${aut.url}/warm-${i}/echo/warm`],
+            concurrency: 2,
+            dispatcher: agent,
+            durationMs: lastExpiryMs - Date.now() + 1_200,
+            pauseMs: 10,
+          });
+          clearTimeout(watch);
+          return result;
+        }),
+      );
+      WARM_CASES.forEach((_c, i) => {
+        results.set(i, {
+          answers: answers[i]!,
+          ...started[i]!,
+          attemptsAfter: attempts(i),
+          stateDuringTrouble: states.get(i) ?? "unknown",
+        });
       });
+    } finally {
+      await agent.close();
+      await aut.close();
+      await tap.close();
+      await emulator.close();
+      lines = aut.lines;
+    }
+  });
+
+  it.each(WARM_CASES.map((c, i) => ({ ...c, i })))(
+    "$name during refresh: requests succeed until the token expires, then $code",
+    ({ i, code }) => {
+      const result = results.get(i)!;
+      const { answers, usableUntilMs } = result;
       const whileValid = answers.filter((a) => a.endMs < usableUntilMs - 50);
       const afterExpiry = answers.filter((a) => a.startMs > usableUntilMs + 50);
       expect(whileValid.length).toBeGreaterThan(10);
       expect(whileValid.filter((a) => a.status !== 200)).toEqual([]);
       // The refresh really was attempted (and failed) while the old token was still in use.
-      expect(stats()).toBeGreaterThan(brokenAttemptsBefore);
-      expect(["degraded", "failed"]).toContain(scenario.aut.app.tokens.statuses().get("api")!.state);
+      expect(result.attemptsAfter).toBeGreaterThan(result.attemptsBefore);
+      expect(result.stateDuringTrouble).toBe("degraded");
       expect(afterExpiry.length).toBeGreaterThan(0);
-      expectDocumentedError(afterExpiry, code === "token_rejected" ? 502 : 503, code);
+      expectDocumentedError(afterExpiry, code === "token_rejected" ? 502 : 503, code, `warm-${i}`);
       // The upstream only ever saw the one good token.
       const seen = new Set(
         whileValid.map((a) => {
           const echo = JSON.parse(a.text) as { headers: [string, string][] };
-          return echo.headers.filter(([name]) => name.toLowerCase() === "authorization").map(([, value]) => value).join("|");
+          return echo.headers
+            .filter(([name]) => name.toLowerCase() === "authorization")
+            .map(([, value]) => value)
+            .join("|");
         }),
       );
       expect(seen.size).toBe(1);
       expect([...seen][0]).toMatch(/^Bearer [A-Za-z0-9._~+/-]+=*$/);
-      for (const text of [...answers.map((a) => a.text), ...scenario.aut.lines]) expect(text).not.toContain(MARK);
-    } finally {
-      await scenario.close();
-    }
-  });
+      for (const text of [...answers.map((a) => a.text), ...lines])
+        expect(text).not.toContain(MARK);
+    },
+  );
 });

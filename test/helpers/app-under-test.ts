@@ -82,7 +82,13 @@ export async function loadTestConfig(options: TestConfigOptions): Promise<Loaded
   );
   try {
     const config = await loadConfig({ configText: JSON.stringify(doc), env: {}, cwd: dir });
-    return { config, dir, pathOf, writeFile, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+    return {
+      config,
+      dir,
+      pathOf,
+      writeFile,
+      cleanup: () => rmSync(dir, { recursive: true, force: true }),
+    };
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
     throw error;

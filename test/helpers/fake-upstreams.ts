@@ -115,8 +115,14 @@ export async function startFakeUpstream(options: FakeUpstreamOptions): Promise<F
 export function defaultRoutes(req: IncomingMessage, res: ServerResponse): void {
   const url = req.url ?? "/";
   const path = url.split("?")[0]!;
-  if (path.startsWith("/echo")) return echo(req, res);
-  if (path.startsWith("/download/")) return download(res, Number(path.slice("/download/".length)));
+  if (path.startsWith("/echo")) {
+    echo(req, res);
+    return;
+  }
+  if (path.startsWith("/download/")) {
+    download(res, Number(path.slice("/download/".length)));
+    return;
+  }
   if (path.startsWith("/slow-headers/")) {
     const timer = setTimeout(() => res.end("late"), Number(path.slice("/slow-headers/".length)));
     res.on("close", () => clearTimeout(timer));

@@ -53,7 +53,9 @@ describe("an upstream answering before reading a 64 KiB body", () => {
 
   it("buffered bodies (Content-Length ≤ replayBodyLimit) keep the upstream connection", async () => {
     const buffered = await loop(() => body);
-    const streamed = await loop(() => Readable.from([body.subarray(0, 32 * 1024), body.subarray(32 * 1024)]));
+    const streamed = await loop(() =>
+      Readable.from([body.subarray(0, 32 * 1024), body.subarray(32 * 1024)]),
+    );
     console.log(
       `early answer, ${ROUNDS} × 64 KiB POST: buffered ${buffered.handshakes} TLS handshakes (${buffered.perSecond.toFixed(0)} req/s); ` +
         `streamed/chunked ${streamed.handshakes} handshakes (${streamed.perSecond.toFixed(0)} req/s)`,

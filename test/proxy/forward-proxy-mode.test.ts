@@ -62,9 +62,13 @@ describe("forward-proxy (absolute-form) mode", () => {
   });
 
   it("curl -x: the tool's http:// URL reaches the upstream over HTTPS with a token", async () => {
-    const { stdout } = await run("curl", ["-sS", "-x", proxy.url, "http://api.example.test/echo/curl?q=1"], {
-      env: childEnv(),
-    });
+    const { stdout } = await run(
+      "curl",
+      ["-sS", "-x", proxy.url, "http://api.example.test/echo/curl?q=1"],
+      {
+        env: childEnv(),
+      },
+    );
     const echo = JSON.parse(stdout) as EchoResponse;
     expect(echo.url).toBe("/echo/curl?q=1");
     const headers = new Map(echo.headers.map(([n, v]) => [n.toLowerCase(), v]));
@@ -117,9 +121,19 @@ describe("forward-proxy (absolute-form) mode", () => {
     ["an integer IPv4", () => "http://2130706433/x", 400, "bad_request"],
     ["an IPv6 literal", () => `http://[::1]:${canaryPort}/x`, 400, "bad_request"],
     ["userinfo", () => "http://user:pw@api.example.test/x", 400, "bad_request"],
-    ["userinfo hiding the real host", () => `http://api.example.test@localhost:${canaryPort}/x`, 400, "bad_request"],
+    [
+      "userinfo hiding the real host",
+      () => `http://api.example.test@localhost:${canaryPort}/x`,
+      400,
+      "bad_request",
+    ],
     ["https://", () => "https://api.example.test/x", 400, "bad_request"],
-    ["a known name on another port", () => "http://api.example.test:8443/x", 403, "host_not_allowed"],
+    [
+      "a known name on another port",
+      () => "http://api.example.test:8443/x",
+      403,
+      "host_not_allowed",
+    ],
     ["a trailing-dot name", () => "http://api.example.test./x", 403, "host_not_allowed"],
     ["another scheme", () => "ftp://api.example.test/x", 400, "bad_request"],
   ])("%s is refused and no connection is made anywhere", async (_name, target, status, code) => {
@@ -138,7 +152,16 @@ describe("forward-proxy (absolute-form) mode", () => {
   it("curl's CONNECT for an https:// URL gets 405 with an explanation", async () => {
     const result = await run(
       "curl",
-      ["-sS", "-x", proxy.url, "-o", "/dev/null", "-w", "%{http_connect}", "https://api.example.test/x"],
+      [
+        "-sS",
+        "-x",
+        proxy.url,
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_connect}",
+        "https://api.example.test/x",
+      ],
       { env: childEnv() },
     ).catch((err: { stdout: string; stderr: string }) => err);
     expect(result.stdout).toBe("405");

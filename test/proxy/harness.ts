@@ -57,7 +57,10 @@ export async function startTestProxy(options: TestProxyOptions): Promise<TestPro
     caFile = join(dir, "ca.pem");
     writeFileSync(caFile, options.caPem);
   }
-  const doc: Record<string, unknown> = { listen: { host: "127.0.0.1", port: 0 }, ...options.config };
+  const doc: Record<string, unknown> = {
+    listen: { host: "127.0.0.1", port: 0 },
+    ...options.config,
+  };
   doc.upstreams = (doc.upstreams as Record<string, unknown>[]).map((u) => ({
     ...DEFAULT_CREDENTIALS,
     ...(caFile ? { tls: { caFile, ...(u.tls as object) } } : {}),

@@ -130,10 +130,9 @@ describe("401 replay limits", () => {
     const response = await request(`${proxy.url}/echo/x`);
     expect(response.statusCode).toBe(401);
     expect(await response.body.json()).toEqual({ error: "invalid_token" });
-    expect(upstream.requests.map((r) => r.headers.find(([n]) => n === "authorization")?.[1])).toEqual([
-      "Bearer stub-token-1",
-      "Bearer stub-token-2",
-    ]);
+    expect(
+      upstream.requests.map((r) => r.headers.find(([n]) => n === "authorization")?.[1]),
+    ).toEqual(["Bearer stub-token-1", "Bearer stub-token-2"]);
     expect(tokens.fetches).toBe(2);
     expect(tokens.invalidations).toBe(1);
   });

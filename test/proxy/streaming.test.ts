@@ -48,7 +48,10 @@ async function measure<T>(work: () => Promise<T>) {
   }
 }
 
-function report(what: string, m: { rssDeltaMiB: number; liveDeltaMiB: number; peakRssMiB: number }) {
+function report(
+  what: string,
+  m: { rssDeltaMiB: number; liveDeltaMiB: number; peakRssMiB: number },
+) {
   console.log(
     `${what}: peak live memory +${m.liveDeltaMiB.toFixed(1)} MiB, peak RSS +${m.rssDeltaMiB.toFixed(1)} MiB (process peak ${m.peakRssMiB.toFixed(0)} MiB, proxy + client + emulator)`,
   );
@@ -59,7 +62,8 @@ function patternStream(total: number): { stream: Readable; sha256: string } {
   const chunk = Buffer.alloc(64 * 1024);
   for (let i = 0; i < chunk.length; i++) chunk[i] = (i * 31) & 0xff;
   const hash = createHash("sha256");
-  for (let sent = 0; sent < total; sent += chunk.length) hash.update(chunk.subarray(0, Math.min(chunk.length, total - sent)));
+  for (let sent = 0; sent < total; sent += chunk.length)
+    hash.update(chunk.subarray(0, Math.min(chunk.length, total - sent)));
   let sent = 0;
   const stream = new Readable({
     read() {
@@ -98,57 +102,69 @@ describe("50 MiB through the proxy, streaming both ways with flat memory", () =>
     await proxy.close();
   });
 
-  it("upload: the upstream hashes exactly what the client sent", async () => {
-    const { stream, sha256 } = patternStream(SIZE);
-    const measured = await measure(async () => {
-      const response = await request(`${proxy.url}/echo/upload`, {
-        method: "PUT",
-        body: stream,
-        headers: { "content-length": String(SIZE) },
-        dispatcher: client,
+  it(
+    "upload: the upstream hashes exactly what the client sent",
+    async () => {
+      const { stream, sha256 } = patternStream(SIZE);
+      const measured = await measure(async () => {
+        const response = await request(`${proxy.url}/echo/upload`, {
+          method: "PUT",
+          body: stream,
+          headers: { "content-length": String(SIZE) },
+          dispatcher: client,
+        });
+        return { status: response.statusCode, echo: (await response.body.json()) as EchoResponse };
       });
-      return { status: response.statusCode, echo: (await response.body.json()) as EchoResponse };
-    });
-    expect(measured.result.status).toBe(200);
-    expect(measured.result.echo.bodyLength).toBe(SIZE);
-    expect(measured.result.echo.bodySha256).toBe(sha256);
-    report("50 MiB upload", measured);
-    // Whole-body buffering anywhere would retain ≥ 50 MiB; measured ≈ 8–15 MiB across client,
-    // proxy and emulator together (socket and TLS buffers), flat with the transfer size.
-    expect(measured.liveDeltaMiB).toBeLessThan(25);
-  }, TRANSFER_TIMEOUT_MS);
+      expect(measured.result.status).toBe(200);
+      expect(measured.result.echo.bodyLength).toBe(SIZE);
+      expect(measured.result.echo.bodySha256).toBe(sha256);
+      report("50 MiB upload", measured);
+      // Whole-body buffering anywhere would retain ≥ 50 MiB; measured ≈ 8–15 MiB across client,
+      // proxy and emulator together (socket and TLS buffers), flat with the transfer size.
+      expect(measured.liveDeltaMiB).toBeLessThan(25);
+    },
+    TRANSFER_TIMEOUT_MS,
+  );
 
-  it("download: the client hashes exactly what the upstream sent", async () => {
-    const measured = await measure(async () => {
-      const response = await request(`${proxy.url}/download/${SIZE}`, { dispatcher: client });
-      const hash = createHash("sha256");
-      let length = 0;
-      for await (const chunk of response.body) {
-        hash.update(chunk as Buffer);
-        length += (chunk as Buffer).length;
-      }
-      return { status: response.statusCode, length, sha256: hash.digest("hex") };
-    });
-    expect(measured.result.status).toBe(200);
-    expect(measured.result.length).toBe(SIZE);
-    expect(measured.result.sha256).toBe(sha256OfDownload(SIZE));
-    report("50 MiB download", measured);
-    expect(measured.liveDeltaMiB).toBeLessThan(25);
-  }, TRANSFER_TIMEOUT_MS);
+  it(
+    "download: the client hashes exactly what the upstream sent",
+    async () => {
+      const measured = await measure(async () => {
+        const response = await request(`${proxy.url}/download/${SIZE}`, { dispatcher: client });
+        const hash = createHash("sha256");
+        let length = 0;
+        for await (const chunk of response.body) {
+          hash.update(chunk as Buffer);
+          length += (chunk as Buffer).length;
+        }
+        return { status: response.statusCode, length, sha256: hash.digest("hex") };
+      });
+      expect(measured.result.status).toBe(200);
+      expect(measured.result.length).toBe(SIZE);
+      expect(measured.result.sha256).toBe(sha256OfDownload(SIZE));
+      report("50 MiB download", measured);
+      expect(measured.liveDeltaMiB).toBeLessThan(25);
+    },
+    TRANSFER_TIMEOUT_MS,
+  );
 
-  it("a slow reader pauses the upstream (backpressure) instead of buffering", async () => {
-    const measured = await measure(async () => {
-      const response = await request(`${proxy.url}/download/${20 * MIB}`, { dispatcher: client });
-      let length = 0;
-      for await (const chunk of response.body) {
-        length += (chunk as Buffer).length;
-        // ~ 64 KiB per 2 ms: a reader several times slower than loopback.
-        await new Promise((r) => setTimeout(r, 2));
-      }
-      return length;
-    });
-    expect(measured.result).toBe(20 * MIB);
-    report("20 MiB download, slow reader", measured);
-    expect(measured.liveDeltaMiB).toBeLessThan(25);
-  }, TRANSFER_TIMEOUT_MS);
+  it(
+    "a slow reader pauses the upstream (backpressure) instead of buffering",
+    async () => {
+      const measured = await measure(async () => {
+        const response = await request(`${proxy.url}/download/${20 * MIB}`, { dispatcher: client });
+        let length = 0;
+        for await (const chunk of response.body) {
+          length += (chunk as Buffer).length;
+          // ~ 64 KiB per 2 ms: a reader several times slower than loopback.
+          await new Promise((r) => setTimeout(r, 2));
+        }
+        return length;
+      });
+      expect(measured.result).toBe(20 * MIB);
+      report("20 MiB download, slow reader", measured);
+      expect(measured.liveDeltaMiB).toBeLessThan(25);
+    },
+    TRANSFER_TIMEOUT_MS,
+  );
 });

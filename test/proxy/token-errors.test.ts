@@ -30,7 +30,11 @@ describe("token failures reach clients as token_unavailable / token_rejected", (
 
   async function get(path: string) {
     const response = await request(`${proxy.url}${path}`);
-    return { status: response.statusCode, headers: response.headers, json: (await response.body.json()) as { error: Record<string, unknown> } };
+    return {
+      status: response.statusCode,
+      headers: response.headers,
+      json: (await response.body.json()) as { error: Record<string, unknown> },
+    };
   }
 
   it("token endpoint failing (503 + Retry-After) → 503 token_unavailable with Retry-After", async () => {
@@ -86,7 +90,10 @@ describe("token errors from the provider, exactly mapped", () => {
 
   it("unavailable: 503 and the provider's Retry-After; the request body is not read", async () => {
     tokens.failWith(tokenUnavailable(7));
-    const response = await request(`${proxy.url}/echo/x`, { method: "POST", body: "x".repeat(2_000_000) });
+    const response = await request(`${proxy.url}/echo/x`, {
+      method: "POST",
+      body: "x".repeat(2_000_000),
+    });
     expect(response.statusCode).toBe(503);
     expect(response.headers["retry-after"]).toBe("7");
     expect(response.headers.connection).toBe("close");

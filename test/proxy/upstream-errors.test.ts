@@ -34,11 +34,27 @@ describe("upstream failures", () => {
     const tokens = createStubTokens();
     proxy = await startTestProxy({
       caPem: pki.caPem,
-      tokens: { good: tokens, refused: tokens, "other-ca": tokens, "wrong-host": tokens, expired: tokens },
+      tokens: {
+        good: tokens,
+        refused: tokens,
+        "other-ca": tokens,
+        "wrong-host": tokens,
+        expired: tokens,
+      },
       config: {
         upstreams: [
-          { name: "good", baseUrl: good.origin, match: { pathPrefix: "/good" }, stripPrefix: true, timeouts },
-          { name: "refused", baseUrl: `https://127.0.0.1:${refusedPort}`, match: { pathPrefix: "/refused" } },
+          {
+            name: "good",
+            baseUrl: good.origin,
+            match: { pathPrefix: "/good" },
+            stripPrefix: true,
+            timeouts,
+          },
+          {
+            name: "refused",
+            baseUrl: `https://127.0.0.1:${refusedPort}`,
+            match: { pathPrefix: "/refused" },
+          },
           { name: "other-ca", baseUrl: otherCa.origin, match: { pathPrefix: "/other-ca" } },
           { name: "wrong-host", baseUrl: wrongHost.origin, match: { pathPrefix: "/wrong-host" } },
           { name: "expired", baseUrl: expired.origin, match: { pathPrefix: "/expired" } },
@@ -112,17 +128,22 @@ describe("upstream failures", () => {
   it.each([
     ["reset mid-body", "/good/reset-mid-body", "upstream_reset"],
     ["a body that stalls", "/good/stall-body", "upstream_timeout"],
-  ])("%s → the status already sent stays, the client connection is cut short", async (_name, path, code) => {
-    const exchange = await rawRequest(proxy.port, `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`, { timeoutMs: 3_000 });
-    expect(exchange.closed).toBe(true);
-    expect(exchange.text.startsWith("HTTP/1.1 200")).toBe(true);
-    expect(exchange.text).toContain("content-length: 1000");
-    const body = exchange.text.slice(exchange.text.indexOf("\r\n\r\n") + 4);
-    expect(body.length).toBeLessThan(1000);
-    const log = requestLogs(proxy).at(-1)!;
-    expect(log.errorCode).toBe(code);
-    expect(log.status).toBe(200);
-  });
+  ])(
+    "%s → the status already sent stays, the client connection is cut short",
+    async (_name, path, code) => {
+      const exchange = await rawRequest(proxy.port, `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`, {
+        timeoutMs: 3_000,
+      });
+      expect(exchange.closed).toBe(true);
+      expect(exchange.text.startsWith("HTTP/1.1 200")).toBe(true);
+      expect(exchange.text).toContain("content-length: 1000");
+      const body = exchange.text.slice(exchange.text.indexOf("\r\n\r\n") + 4);
+      expect(body.length).toBeLessThan(1000);
+      const log = requestLogs(proxy).at(-1)!;
+      expect(log.errorCode).toBe(code);
+      expect(log.status).toBe(200);
+    },
+  );
 
   it("a client that disconnects mid-download aborts the upstream request, nothing leaks", async () => {
     const fdsBefore = readdirSync("/proc/self/fd").length;

@@ -140,7 +140,7 @@ describe("headers the upstream receives", () => {
   it("X-Forwarded-* are ours when opted in, and static headers are added", async () => {
     const { response, echo } = await echoThrough(
       "/fwd/echo/f",
-      HOSTILE_HEADERS + "X-Team: spoofed\r\n",
+      `${HOSTILE_HEADERS}X-Team: spoofed\r\n`,
     );
     expect(response.status).toBe(200);
     expect(values(echo, "x-forwarded-for")).toEqual(["127.0.0.1"]);

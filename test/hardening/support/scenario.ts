@@ -46,7 +46,11 @@ export async function startScenario(options: ScenarioOptions): Promise<Scenario>
   const emulator = await startEmulator({
     host: "127.0.0.1",
     port: 0,
-    tls: { certPem: options.pki.good.certPem, keyPem: options.pki.good.keyPem, caPem: options.pki.caPem },
+    tls: {
+      certPem: options.pki.good.certPem,
+      keyPem: options.pki.good.keyPem,
+      caPem: options.pki.caPem,
+    },
     clients: [client],
     tokenLifetimeSeconds: options.lifetimeSeconds ?? 600,
   });
@@ -62,7 +66,11 @@ export async function startScenario(options: ScenarioOptions): Promise<Scenario>
     if (options.fault) emulator.setTokenFault(options.fault);
     let tap: TokenTap | undefined;
     if (options.tap || options.configureTap) {
-      tap = await startTokenTap({ target: emulator.url, caPem: options.pki.caPem, cert: options.pki.good });
+      tap = await startTokenTap({
+        target: emulator.url,
+        caPem: options.pki.caPem,
+        cert: options.pki.good,
+      });
       cleanups.push(() => tap!.close());
       options.configureTap?.(tap);
     }

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer, type Server } from "node:https";
 import type { Socket } from "node:net";
 import { Agent, request } from "undici";
+import type { TokenFaultHandler } from "../../../src/emulator/types.js";
 import type { ServerCertificate } from "../../helpers/tls.js";
 
 /**
@@ -9,7 +10,8 @@ import type { ServerCertificate } from "../../helpers/tls.js";
  * the tap (`tokenUrl`), the tap forwards each token request unchanged to the emulator and relays
  * the answer. It sees every token ever issued (so a test can search for all of them), when each
  * request came and which client asked, and it can rewrite a real token response (odd
- * `expires_in`, a delay) while the token inside stays one the emulator's API accepts.
+ * `expires_in`, a delay) while the token inside stays one the emulator's API accepts. It can
+ * also break the endpoint for some clients only, passing the others through.
  */
 
 /** One token request as the tap saw it. */
@@ -37,6 +39,8 @@ export interface TokenTap {
   rewrite: ((body: Record<string, unknown>) => Record<string, unknown>) | undefined;
   /** Wait this long before relaying each answer. */
   delayMs: number;
+  /** A fault to answer a client's token request with instead of forwarding it (body already read). */
+  faultFor: ((clientId: string | undefined) => TokenFaultHandler | undefined) | undefined;
   close(): Promise<void>;
 }
 
@@ -50,7 +54,13 @@ export interface TokenTapOptions {
 }
 
 const FORWARDED_REQUEST_HEADERS = ["content-type", "accept", "x-version", "authorization"];
-const RELAYED_RESPONSE_HEADERS = ["content-type", "retry-after", "location", "www-authenticate", "cache-control"];
+const RELAYED_RESPONSE_HEADERS = [
+  "content-type",
+  "retry-after",
+  "location",
+  "www-authenticate",
+  "cache-control",
+];
 
 export async function startTokenTap(options: TokenTapOptions): Promise<TokenTap> {
   const agent = new Agent({ connect: { ca: options.caPem } });
@@ -59,9 +69,11 @@ export async function startTokenTap(options: TokenTapOptions): Promise<TokenTap>
     origin: "",
     tokenUrl: "",
     exchanges: [],
-    issuedTokens: () => tap.exchanges.flatMap((e) => (e.accessToken === undefined ? [] : [e.accessToken])),
+    issuedTokens: () =>
+      tap.exchanges.flatMap((e) => (e.accessToken === undefined ? [] : [e.accessToken])),
     rewrite: undefined,
     delayMs: 0,
+    faultFor: undefined,
     close: async () => {},
   };
 
@@ -79,6 +91,11 @@ export async function startTokenTap(options: TokenTapOptions): Promise<TokenTap>
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks).toString("utf8");
     exchange.clientId = clientIdOf(body, req.headers["content-type"]);
+    const fault = tap.faultFor?.(exchange.clientId);
+    if (fault) {
+      fault(req, res);
+      return;
+    }
     const abort = new AbortController();
     res.on("close", () => abort.abort());
     const headers: Record<string, string> = {};
@@ -123,10 +140,13 @@ export async function startTokenTap(options: TokenTapOptions): Promise<TokenTap>
     exchange.answeredAtMs = Date.now();
   };
 
-  const server: Server = createServer({ cert: options.cert.certPem, key: options.cert.keyPem }, (req, res) => {
-    // The emulator hung up or failed: hang up on the proxy too, as the emulator would have.
-    handle(req, res).catch(() => res.destroy());
-  });
+  const server: Server = createServer(
+    { cert: options.cert.certPem, key: options.cert.keyPem },
+    (req, res) => {
+      // The emulator hung up or failed: hang up on the proxy too, as the emulator would have.
+      handle(req, res).catch(() => res.destroy());
+    },
+  );
   server.on("connection", (socket: Socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));

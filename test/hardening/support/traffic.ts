@@ -22,7 +22,12 @@ export interface Answer {
 /** One request; a transport failure (connection reset by the proxy) becomes status 0. */
 export async function send(
   url: string,
-  options: { method?: string; body?: string; dispatcher?: Dispatcher; headers?: Record<string, string> } = {},
+  options: {
+    method?: string;
+    body?: string;
+    dispatcher?: Dispatcher;
+    headers?: Record<string, string>;
+  } = {},
 ): Promise<Answer> {
   const startMs = Date.now();
   try {
@@ -56,7 +61,9 @@ export async function send(
 
 /** Parsed JSON error body of a proxy answer. */
 export function errorBody(answer: Answer): { code: string; message: string; upstream?: string } {
-  return (JSON.parse(answer.text) as { error: { code: string; message: string; upstream?: string } }).error;
+  return (
+    JSON.parse(answer.text) as { error: { code: string; message: string; upstream?: string } }
+  ).error;
 }
 
 export interface LoadOptions {
@@ -87,7 +94,9 @@ export async function runLoad(options: LoadOptions): Promise<Answer[]> {
 }
 
 /** Wraps a fault handler to record when each token request arrived. */
-export function recordingFault(handler: TokenFaultHandler): TokenFaultHandler & { times: number[] } {
+export function recordingFault(
+  handler: TokenFaultHandler,
+): TokenFaultHandler & { times: number[] } {
   const times: number[] = [];
   const wrapped = ((req, res) => {
     times.push(Date.now());
