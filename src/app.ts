@@ -9,7 +9,7 @@ import type { Dispatcher } from "undici";
 import { createAdminServer } from "./admin/admin-server.js";
 import type { ListenSpec, ProxyConfig, UpstreamConfig } from "./config/types.js";
 import { createLifecycle, type Lifecycle } from "./lifecycle.js";
-import { createDispatcher } from "./net/dispatcher.js";
+import { createDispatcherPool } from "./net/dispatcher-pool.js";
 import type { Logger } from "./observability/logger.js";
 import { createMetrics, type Metrics } from "./observability/metrics.js";
 import { createProxyServer, type ProxyServer } from "./proxy/proxy-server.js";
@@ -99,27 +99,12 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const metrics = deps.metrics ?? createMetrics();
   const lifecycle = createLifecycle();
 
-  // One undici Agent per distinct connection setting (TLS files, pool size, timeouts), not per
-  // upstream: an Agent keeps a pool per origin already, and a gateway with thousands of
-  // upstreams on a few origins must not build thousands of Agents.
-  const dispatchers = new Map<string, Dispatcher>();
+  // Built now, not on first use: an unreadable CA or key file fails the start, not a request.
+  const pool = createDispatcherPool(config);
   const dispatcherOf = new Map<string, Dispatcher>();
   for (const upstream of config.upstreams) {
-    const settings = {
-      tls: upstream.tls,
-      connections: upstream.connections,
-      connectTimeoutMs: upstream.timeouts.connectMs,
-      headersTimeoutMs: upstream.timeouts.responseHeadersMs,
-      bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
-      egressProxy: config.egressProxy,
-    };
-    const key = JSON.stringify(settings);
-    let dispatcher = dispatchers.get(key);
-    if (!dispatcher) {
-      dispatcher = createDispatcher(settings);
-      dispatchers.set(key, dispatcher);
-    }
-    dispatcherOf.set(upstream.name, dispatcher);
+    dispatcherOf.set(upstream.name, pool.forUpstream(upstream));
+    pool.forTokenEndpoint(upstream);
   }
   const dispatcherFor = (name: string): Dispatcher => {
     const dispatcher = dispatcherOf.get(name);
@@ -134,7 +119,8 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     upstreams: config.upstreams,
     maxSources: config.tokenCache.maxSources,
     eagerLimit: config.tokenCache.eagerLimit,
-    dispatcherFor: (upstream: UpstreamConfig) => dispatcherFor(upstream.name),
+    // The token endpoint may be another host with its own TLS settings (UpstreamConfig.token.tls).
+    dispatcherFor: (upstream: UpstreamConfig) => pool.forTokenEndpoint(upstream),
     clock: systemClock,
     logger,
     metrics,
@@ -165,11 +151,25 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     metrics,
     logger,
     onQuit: deps.onQuit ?? (() => {}),
+    ...(sharedCache ? { sharedCacheState: () => sharedCache.state() } : {}),
     startedAtWallMs: Date.now(),
     version: VERSION,
   });
 
   let startupWatch: NodeJS.Timeout | undefined;
+  async function close(timeoutMs = config.shutdown.timeoutMs): Promise<void> {
+    if (startupWatch) clearInterval(startupWatch);
+    lifecycle.markDraining();
+    // Each step runs even if an earlier one failed, so no timer, socket or pool is left open.
+    const results = await Promise.allSettled(proxies.map((proxy) => proxy.close(timeoutMs)));
+    results.push(...(await Promise.allSettled([admin.close()])));
+    tokens.close();
+    results.push(...(await Promise.allSettled([sharedCache?.close(), pool.close()])));
+    lifecycle.markStopped();
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
+  }
+
   return {
     config,
     lifecycle,
@@ -178,24 +178,21 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     admin,
     proxies,
     async listen() {
-      const proxyAddresses: AddressInfo[] = [];
-      for (const proxy of proxies) proxyAddresses.push(await proxy.listen());
-      await admin.listen({ host: config.admin.host, port: config.admin.port });
-      const adminAddress = admin.server.address() as AddressInfo;
-      lifecycle.markRunning();
-      tokens.startEager();
-      startupWatch = watchStartup(config, tokens, lifecycle);
-      return { proxy: proxyAddresses, admin: adminAddress };
+      try {
+        const proxyAddresses: AddressInfo[] = [];
+        for (const proxy of proxies) proxyAddresses.push(await proxy.listen());
+        await admin.listen({ host: config.admin.host, port: config.admin.port });
+        const adminAddress = admin.server.address() as AddressInfo;
+        lifecycle.markRunning();
+        tokens.startEager();
+        startupWatch = watchStartup(config, tokens, lifecycle);
+        return { proxy: proxyAddresses, admin: adminAddress };
+      } catch (error) {
+        // One port taken must not leave the others bound (and the process alive) behind it.
+        await close(0).catch(() => {});
+        throw error;
+      }
     },
-    async close(timeoutMs = config.shutdown.timeoutMs) {
-      if (startupWatch) clearInterval(startupWatch);
-      lifecycle.markDraining();
-      await Promise.all(proxies.map((proxy) => proxy.close(timeoutMs)));
-      await admin.close();
-      tokens.close();
-      await sharedCache?.close();
-      await Promise.all([...dispatchers.values()].map((d) => d.close().catch(() => {})));
-      lifecycle.markStopped();
-    },
+    close,
   };
 }

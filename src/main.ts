@@ -48,11 +48,18 @@ export async function startProxy(
       );
       app.lifecycle.markDraining();
       await sleep(drainDelayMs, undefined, { ref: false });
-      await app.close(timeoutMs);
-      if (options.onStopped) await options.onStopped();
-      logger.info("stopped");
-      resolveDone(0);
-      return 0;
+      let code = 0;
+      try {
+        await app.close(timeoutMs);
+        if (options.onStopped) await options.onStopped();
+        logger.info("stopped");
+      } catch (error) {
+        // Callers `void` this promise (signals, /quitquitquit): report, never reject.
+        code = 1;
+        logger.error({ reason: error instanceof Error ? error.message : String(error) }, "shutdown failed");
+      }
+      resolveDone(code);
+      return code;
     })();
     return shuttingDown;
   };

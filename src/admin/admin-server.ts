@@ -31,6 +31,11 @@ export interface AdminServerDeps {
   version: string;
   /** Wall clock; default Date.now. */
   now?: () => number;
+  /**
+   * State of the Redis shared token cache ("up", "down", "connecting"), when `tokenCache.redis`
+   * is configured; /status shows it. Without it /status has no shared-cache entry.
+   */
+  sharedCacheState?: () => string;
 }
 
 /** The admin endpoints, listed in 404 answers so a mistyped probe path is easy to fix. */
@@ -101,6 +106,7 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
       nowWallMs: now(),
       upstreams: statuses,
       metrics: deps.metrics,
+      sharedCacheState: deps.sharedCacheState?.(),
     });
     const report = scrubDeep(raw, scrub);
     reply.header("vary", "accept");

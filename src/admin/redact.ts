@@ -26,14 +26,21 @@ export function createScrubber(upstreams: readonly UpstreamConfig[]): Scrubber {
   return (text) => ordered.reduce((acc, secret) => acc.replaceAll(secret, CENSOR), text);
 }
 
-/** Drop userinfo (`user:pass@`) from a URL before showing it; return the input if unparsable. */
+/**
+ * A configured URL as shown on /status: without userinfo (`user:pass@`), and with the query
+ * (allowed in a token URL, and a common home for API keys) shown as `?…`. Unparsable input is
+ * returned as is.
+ */
 export function displayUrl(url: string): string {
   try {
     const parsed = new URL(url);
-    if (!parsed.username && !parsed.password) return url;
+    if (!parsed.username && !parsed.password && !parsed.search && !parsed.hash) return url;
     parsed.username = "";
     parsed.password = "";
-    return parsed.toString();
+    const query = parsed.search === "" ? "" : "?…";
+    parsed.search = "";
+    parsed.hash = "";
+    return `${parsed.toString()}${query}`;
   } catch {
     return url;
   }

@@ -25,6 +25,9 @@ const BADGE_COLOURS: Readonly<Record<string, string>> = {
   "not ready": "#cf222e",
   closed: "#57606a",
   stopped: "#57606a",
+  up: "#1a7f37",
+  connecting: "#0969da",
+  down: "#cf222e",
 };
 
 const STYLE = `
@@ -63,7 +66,7 @@ export function renderStatusPage(report: StatusReport): string {
 <span class="meta">phase ${badge(report.phase)}</span>
 <span class="meta">${badge(report.ready ? "ready" : "not ready")}</span>
 <span class="meta">up ${escapeHtml(formatSeconds(report.uptimeSeconds))}</span>
-</header>
+${report.sharedTokenCache ? `<span class="meta">redis token cache ${badge(report.sharedTokenCache.state)}</span>\n` : ""}</header>
 <main>
 ${sections || '<p class="empty">No upstreams configured.</p>'}
 </main>

@@ -54,6 +54,8 @@ export interface StatusReport {
   startedAt: string;
   uptimeSeconds: number;
   generatedAt: string;
+  /** Present only when a shared token cache (Redis) is configured. */
+  sharedTokenCache?: { kind: "redis"; state: string };
   upstreams: UpstreamReport[];
 }
 
@@ -65,6 +67,8 @@ export interface StatusInput {
   nowWallMs: number;
   upstreams: readonly { config: UpstreamConfig; status: TokenStatus }[];
   metrics: Metrics;
+  /** The Redis shared cache's state, or undefined when none is configured. */
+  sharedCacheState?: string | undefined;
 }
 
 /** Assemble the status snapshot; reads the metric counters once for all upstreams. */
@@ -78,6 +82,9 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
     startedAt: iso(input.startedAtWallMs) ?? "",
     uptimeSeconds: Math.max(0, Math.floor((now - input.startedAtWallMs) / 1000)),
     generatedAt: iso(now) ?? "",
+    ...(input.sharedCacheState === undefined
+      ? {}
+      : { sharedTokenCache: { kind: "redis" as const, state: input.sharedCacheState } }),
     upstreams: input.upstreams.map(({ config, status }) => ({
       name: config.name,
       baseUrl: displayUrl(config.baseUrl),

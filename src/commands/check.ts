@@ -359,7 +359,7 @@ function tokenHint(error: unknown, upstream: UpstreamConfig): string | undefined
     case "BP_ERR_SECRET_FILE":
       return "check that the clientId/clientSecret files exist, are readable and not empty";
     case "BP_ERR_TOKEN_TIMEOUT":
-      return `no answer within ${upstream.tokenPolicy.requestTimeoutMs} ms: the endpoint is slow or traffic is dropped (token.requestTimeout)`;
+      return `no answer within ${upstream.tokenPolicy.requestTimeoutMs} ms: the endpoint is slow or traffic is dropped (setting token.timeout)`;
     case "BP_ERR_TOKEN_REDIRECT":
       return "the token URL redirects; configure the final URL (redirects are never followed with credentials)";
     case "BP_ERR_TOKEN_RESPONSE_INVALID":

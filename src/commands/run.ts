@@ -1,4 +1,5 @@
 /** `bearer-proxy run`: load config, start, run until a signal or /quitquitquit. */
+import { displayUrl } from "../admin/redact.js";
 import { formatConfigError, loadConfigWithWarnings } from "../config/load.js";
 import type { ProxyConfig } from "../config/types.js";
 import { BearerProxyError, ConfigError } from "../errors.js";
@@ -15,16 +16,18 @@ export function announce(
   addresses: { proxy: { port: number }[]; admin: { port: number } },
 ): void {
   for (const upstream of config.upstreams) {
+    // A token URL may carry a query (an API key, sometimes): shown as `?…`, as on /status.
+    const tokenUrl = displayUrl(upstream.token.tokenUrl);
     logger.info(
       {
         upstream: upstream.name,
         baseUrl: upstream.baseUrl,
         apiVersion: upstream.apiVersion,
-        tokenUrl: upstream.token.tokenUrl,
+        tokenUrl,
         match: upstream.match,
         listen: upstream.listen ?? config.listen,
       },
-      `upstream ${upstream.name}: ${upstream.baseUrl} (version ${upstream.apiVersion}), token endpoint ${upstream.token.tokenUrl}`,
+      `upstream ${upstream.name}: ${upstream.baseUrl} (version ${upstream.apiVersion}), token endpoint ${tokenUrl}`,
     );
   }
   logger.info(

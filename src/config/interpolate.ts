@@ -2,7 +2,7 @@
  * `${VAR}` and `${VAR:-default}` in config string values. Runs on the parsed document, scalar by
  * scalar, so a variable's value can never inject YAML structure. `$${` writes a literal `${`.
  */
-import { type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
+import { type IssueList, type IssuePath, isObject, isSensitivePath, toPointer } from "./issues.js";
 
 /** Environment variables as `process.env` holds them. */
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -25,8 +25,13 @@ const REFERENCE = /^([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?$/;
 /**
  * Interpolate one string. `${VAR:-default}` uses the default when VAR is unset or empty (as the
  * shell does); `${VAR}` of an empty VAR gives "". The default is literal text up to the first `}`.
+ * With `sensitive` (a secret's value), error messages never quote the text.
  */
-export function interpolateString(text: string, env: Env): InterpolatedString {
+export function interpolateString(
+  text: string,
+  env: Env,
+  options: { sensitive?: boolean } = {},
+): InterpolatedString {
   const result: InterpolatedString = { value: "", vars: [], missing: [], errors: [], whole: false };
   let out = "";
   let i = 0;
@@ -61,8 +66,10 @@ export function interpolateString(text: string, env: Env): InterpolatedString {
     i = close + 1;
     const m = REFERENCE.exec(body);
     if (!m) {
+      // In a secret the "reference" may be part of the secret itself: don't echo it.
+      const found = options.sensitive ? 'a malformed "${…}"' : `"\${${body}}"`;
       result.errors.push(
-        `expected \${NAME} or \${NAME:-default}, found "\${${body}}" (write "$\${" for a literal "\${")`,
+        `expected \${NAME} or \${NAME:-default}, found ${found} (write "$\${" for a literal "\${")`,
       );
       continue;
     }
@@ -100,7 +107,7 @@ export function interpolateDocument(
   const walk = (node: unknown, path: IssuePath): unknown => {
     if (typeof node === "string") {
       if (!node.includes("$")) return node;
-      const r = interpolateString(node, env);
+      const r = interpolateString(node, env, { sensitive: isSensitivePath(path) });
       for (const name of r.missing) {
         issues.add(
           path,

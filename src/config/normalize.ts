@@ -178,7 +178,8 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
       scope: u.scope,
       extraParams: { ...u.tokenParams },
       extraHeaders: lowercaseKeys(u.tokenHeaders),
-      tls,
+      // serverName names the upstream's host: a token endpoint elsewhere is verified as itself.
+      tls: new URL(tokenUrl).origin === url.origin ? tls : { ...tls, serverName: undefined },
       allowInsecureHttp,
     },
     tokenPolicy: tokenPolicy(u.token),

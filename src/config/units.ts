@@ -3,6 +3,12 @@
  * converted to the milliseconds and bytes the runtime config uses.
  */
 
+/**
+ * Longest duration accepted: Node.js runs a timer of at most 2^31 - 1 ms and fires a longer one
+ * after 1 ms (TimeoutOverflowWarning), which would turn a long timeout into an instant one.
+ */
+export const MAX_DURATION_MS = 2_147_483_647;
+
 const DURATION = /^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)$/;
 const SIZE = /^([0-9]+)(B|KiB|MiB|GiB|KB|MB|GB)$/;
 

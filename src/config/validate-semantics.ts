@@ -10,6 +10,7 @@ import { SETTINGS } from "./env-overrides.js";
 import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
 import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
 import { didYouMean } from "./suggest.js";
+import { validateDurations } from "./validate-durations.js";
 import { validateRoutes } from "./validate-routes.js";
 
 /** What the semantic checks need besides the document. */
@@ -76,6 +77,7 @@ export async function validateSemantics(
     if (isObject(upstream)) checkUpstream(upstream, ["upstreams", i], ctx, issues, files);
   });
   validateRoutes(doc, issues);
+  validateDurations(doc, issues);
   const problems = await Promise.all(files.map((f) => checkReadableFile(f.absolute)));
   problems.forEach((problem, i) => {
     if (problem !== undefined) issues.add(files[i]!.path, problem);

@@ -17,8 +17,8 @@ export interface ClientErrorAnswer {
 /** Longest wait for earlier pipelined responses before a parse error is answered. */
 const PIPELINE_DRAIN_MS = 30_000;
 
-/** Sockets already answered: llhttp reports an error again for every later chunk. */
-const answered = new WeakSet<Duplex>();
+/** Marks a socket already answered: llhttp reports an error again for every later chunk. */
+const kAnswered = Symbol("bearer-proxy.client-error-answered");
 
 /** Maps a `clientError` to our answer, or undefined when the client is gone (just close). */
 export function mapClientError(err: NodeJS.ErrnoException): ClientErrorAnswer | undefined {
@@ -95,8 +95,9 @@ export function answerClientError(
   socket: Duplex,
   onAnswer?: (answer: ClientErrorAnswer) => void,
 ): void {
-  if (answered.has(socket)) return;
-  answered.add(socket);
+  const marked = socket as Duplex & { [kAnswered]?: true };
+  if (marked[kAnswered]) return;
+  marked[kAnswered] = true;
   const answer = mapClientError(err);
   if (!answer || !socket.writable) {
     socket.destroy();

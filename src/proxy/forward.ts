@@ -14,7 +14,6 @@ import type { Dispatcher } from "undici";
 import type { UpstreamConfig } from "../config/types.js";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
-import { authorizationValue } from "./inject-headers.js";
 import { type MappedProxyError, mapUpstreamError, sendProxyError } from "./proxy-errors.js";
 import { clientResponseHeaders } from "./response-headers.js";
 
@@ -46,6 +45,8 @@ export interface ExchangeOptions {
   path: string;
   headers: string[];
   authorizationIndex: number;
+  /** The Authorization value for a token (validated; see inject-headers). */
+  authorization: (token: AccessToken) => string;
   token: AccessToken;
   /** A Buffer (replayable), a stream (not), or null for no body. */
   body: Buffer | Readable | null;
@@ -241,7 +242,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.replayed = true;
     this.token = fresh;
     try {
-      this.o.headers[this.o.authorizationIndex] = authorizationValue(fresh);
+      this.o.headers[this.o.authorizationIndex] = this.o.authorization(fresh);
     } catch (err) {
       this.fail(mapUpstreamError(err, this.o.upstream.name));
       return;

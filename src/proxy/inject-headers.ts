@@ -59,24 +59,19 @@ export type InjectResult =
 export interface HeaderInjector {
   /** Builds the upstream header list from the client's raw headers. */
   build(rawHeaders: readonly string[], context: ForwardedContext): InjectResult;
+  /** `authorizationValue(token)`, remembered for the last token (it changes every few minutes). */
+  authorization(token: AccessToken): string;
 }
 
-const authorizationCache = new WeakMap<AccessToken, string>();
-
 /**
- * `Bearer <token>` with exactly one space, computed once per token. Throws if the token holds
- * anything that could break or split the header (the token engine already refuses those).
+ * `Bearer <token>` with exactly one space. Throws if the token holds anything that could break
+ * or split the header (the token engine already refuses those; this is the last line).
  */
 export function authorizationValue(token: AccessToken): string {
-  let value = authorizationCache.get(token);
-  if (value === undefined) {
-    if (!BEARER_TOKEN.test(token.value)) {
-      throw new Error(`token ${token.fingerprint} contains characters not allowed in a header`);
-    }
-    value = `Bearer ${token.value}`;
-    authorizationCache.set(token, value);
+  if (!BEARER_TOKEN.test(token.value)) {
+    throw new Error(`token ${token.fingerprint} contains characters not allowed in a header`);
   }
-  return value;
+  return `Bearer ${token.value}`;
 }
 
 /** The upstream's authority for the Host field: host, plus the port when not 443. */
@@ -131,8 +126,17 @@ export function createHeaderInjector(upstream: UpstreamConfig): HeaderInjector {
   }
   const rejectCredentials = upstream.clientCredentials === "reject";
   const forwarded = upstream.forwardedHeaders;
+  let lastToken: AccessToken | undefined;
+  let lastAuthorization = "";
 
   return {
+    authorization(token) {
+      if (token !== lastToken) {
+        lastAuthorization = authorizationValue(token);
+        lastToken = token;
+      }
+      return lastAuthorization;
+    },
     build(raw, context) {
       const named = connectionTokens(raw);
       const headers: string[] = [];

@@ -86,9 +86,14 @@ function errorCodes(err: unknown): string[] {
   return codes;
 }
 
-/** Codes and message of a failure for the request log (messages of ours and undici's are secret-free). */
-export function describeCause(err: unknown): { codes: string[]; message: string } | undefined {
+/**
+ * Codes and message of a failure for the request log. For a BearerProxyError only the codes:
+ * the token component already logs each failure with its details once, not once per request.
+ * undici's and Node's messages describe sockets and TLS, never payloads.
+ */
+export function describeCause(err: unknown): { codes: string[]; message?: string } | undefined {
   if (!(err instanceof Error)) return undefined;
+  if (err instanceof BearerProxyError) return { codes: errorCodes(err) };
   return { codes: errorCodes(err), message: err.message };
 }
 
@@ -97,6 +102,8 @@ export function mapUpstreamError(err: unknown, upstream: string): MappedProxyErr
   if (err instanceof BearerProxyError) {
     return {
       code: err.publicCode,
+      // errors.ts contract: a BearerProxyError's message is safe to show (the token engine
+      // scrubs what the IdP said); it tells the client why, e.g. "answered 500 (server_error)".
       message: err.message,
       retryAfterSeconds: err.retryAfterSeconds,
       cause: err,

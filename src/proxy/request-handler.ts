@@ -10,14 +10,15 @@ import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
-import { type Metrics, methodLabel, statusClass } from "../observability/metrics.js";
+import type { Metrics } from "../observability/metrics.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
 import { type ExchangeOutcome, startExchange } from "./forward.js";
-import { authorizationValue, createHeaderInjector, type HeaderInjector } from "./inject-headers.js";
-import { describeCause, mapUpstreamError, sendProxyError } from "./proxy-errors.js";
+import { createHeaderInjector, type HeaderInjector } from "./inject-headers.js";
+import { mapUpstreamError, sendProxyError } from "./proxy-errors.js";
 import { ClientBodyError, planBody, readBodyToBuffer, streamBody } from "./request-body.js";
 import { checkRequest } from "./request-guards.js";
-import { createRouter } from "./router.js";
+import { createRequestRecorder } from "./request-log.js";
+import { createRouter, upstreamPath } from "./router.js";
 
 export interface RequestHandlerDeps {
   limits: LimitsConfig;
@@ -62,21 +63,10 @@ type PipelinedSocket = IncomingMessage["socket"] & {
 
 /** Label used when a request was refused before it reached an upstream. */
 const NO_UPSTREAM = "none";
-const MAX_LOGGED_PATH = 512;
-
-/** basePath + (stripPrefix ? path minus prefix : path), byte-exact. */
-export function upstreamPath(upstream: UpstreamConfig, pathAndQuery: string): string {
-  let rest = pathAndQuery;
-  const prefix = upstream.match.pathPrefix || "/";
-  if (upstream.stripPrefix && prefix !== "/") {
-    rest = pathAndQuery.slice(prefix.endsWith("/") ? prefix.length - 1 : prefix.length);
-    if (rest === "" || rest.startsWith("?")) rest = `/${rest}`;
-  }
-  return upstream.basePath + rest;
-}
 
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
-  const { limits, metrics, logger, lifecycle } = deps;
+  const { limits, metrics, lifecycle } = deps;
+  const recordRequest = createRequestRecorder(metrics, deps.logger);
   const router = createRouter(deps.upstreams);
   const routes = new Map<string, UpstreamRoute>();
   for (const upstream of deps.upstreams) {
@@ -123,7 +113,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     const method = req.method ?? "GET";
     let upstreamName = NO_UPSTREAM;
     let pathname = "";
-    let bytesIn = 0;
+    let bytesIn = () => 0;
     let finished = false;
     let routed = false;
     // Set while waiting for a token or body; aborted when the client hangs up.
@@ -131,45 +121,32 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     let exchangeAbort: (() => void) | undefined;
     inFlight++;
 
-    const closeConnection = () => closing || lifecycle.phase === "draining" || !req.complete;
+    // A body still unread when we answer would have to be drained: close instead. (A request
+    // without a body is not "complete" yet while its 'request' event runs, hence the check.)
+    const hasBody =
+      req.headers["transfer-encoding"] !== undefined ||
+      (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
+    const closeConnection = () =>
+      closing || lifecycle.phase === "draining" || (hasBody && !req.complete);
 
     const finish = (outcome: Omit<ExchangeOutcome, "bytesOut"> & { bytesOut?: number }) => {
       if (finished) return;
       finished = true;
       inFlight--;
       next(req.socket as PipelinedSocket);
-      const labels = {
+      recordRequest({
         upstream: upstreamName,
-        method: methodLabel(method),
-        status_class: statusClass(outcome.status),
-      };
-      metrics.requestsTotal.inc(labels);
-      metrics.requestDurationSeconds.observe(labels, (performance.now() - startMs) / 1000);
-      if (routed) metrics.requestsInFlight.dec({ upstream: upstreamName });
-      if (outcome.replayed) metrics.replaysTotal.inc({ upstream: upstreamName });
-      if (outcome.errorCode && outcome.errorCode !== "client_closed") {
-        metrics.errorsTotal.inc({ upstream: upstreamName, code: outcome.errorCode });
-      }
-      if (logger.isLevelEnabled("info")) {
-        logger.info(
-          {
-            upstream: upstreamName,
-            method,
-            path:
-              pathname.length > MAX_LOGGED_PATH
-                ? `${pathname.slice(0, MAX_LOGGED_PATH)}…`
-                : pathname,
-            status: outcome.status,
-            durationMs: Math.round((performance.now() - startMs) * 1000) / 1000,
-            bytesIn,
-            bytesOut: outcome.bytesOut ?? 0,
-            replayed: outcome.replayed,
-            errorCode: outcome.errorCode,
-            cause: describeCause(outcome.cause),
-          },
-          "request",
-        );
-      }
+        routed,
+        method,
+        pathname,
+        status: outcome.status,
+        startMs,
+        bytesIn: bytesIn(),
+        bytesOut: outcome.bytesOut ?? 0,
+        replayed: outcome.replayed,
+        errorCode: outcome.errorCode,
+        cause: outcome.cause,
+      });
     };
 
     const fail = (code: ProxyErrorCode, message: string, extra: FailExtra = {}) => {
@@ -228,7 +205,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     const dispatch = (token: AccessToken, body: Buffer | Readable | null) => {
       if (finished) return;
       try {
-        injected.headers[injected.authorizationIndex] = authorizationValue(token);
+        injected.headers[injected.authorizationIndex] = route.injector.authorization(token);
       } catch (err) {
         fail("internal_error", "the token can't be sent in a header", { cause: err });
         return;
@@ -243,6 +220,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
         path,
         headers: injected.headers,
         authorizationIndex: injected.authorizationIndex,
+        authorization: route.injector.authorization,
         token,
         body,
         closeConnection,
@@ -270,17 +248,15 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
         if (finished) return;
         let body: Buffer | Readable | null = null;
         if (plan.kind === "buffer") {
-          body = await readBodyToBuffer(req, plan.length, upstream.timeouts.bodyIdleMs);
-          bytesIn = body.length;
+          const buffered = await readBodyToBuffer(req, plan.length, upstream.timeouts.bodyIdleMs);
+          bytesIn = () => buffered.length;
+          body = buffered;
         } else if (plan.kind === "stream") {
           const streamed = streamBody(req, upstream.timeouts.bodyIdleMs, (err) => {
-            bytesIn = streamed.bytesRead();
             if (err.reason === "timeout") exchangeAbortForTimeout();
           });
+          bytesIn = streamed.bytesRead;
           body = streamed.stream;
-          res.once("finish", () => {
-            bytesIn = streamed.bytesRead();
-          });
         }
         if (finished) return;
         dispatch(token, body);

@@ -103,6 +103,17 @@ function lookupPrefix(table: PrefixTable, pathname: string): UpstreamConfig | un
   return undefined;
 }
 
+/** The path sent upstream: basePath + (stripPrefix ? path minus prefix : path), byte-exact. */
+export function upstreamPath(upstream: UpstreamConfig, pathAndQuery: string): string {
+  let rest = pathAndQuery;
+  const prefix = upstream.match.pathPrefix || "/";
+  if (upstream.stripPrefix && prefix !== "/") {
+    rest = pathAndQuery.slice(prefix.endsWith("/") ? prefix.length - 1 : prefix.length);
+    if (rest === "" || rest.startsWith("?")) rest = `/${rest}`;
+  }
+  return upstream.basePath + rest;
+}
+
 /** Builds the router of one listener from the upstreams it serves. */
 export function createRouter(upstreams: readonly UpstreamConfig[]): Router {
   const byHost = new Map<string, UpstreamConfig[]>();

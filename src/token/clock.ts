@@ -2,6 +2,7 @@
  * Time as the token engine sees it: a monotonic clock for expiry and scheduling, wall time only
  * for status and metrics, and timers that tests can replace (lru-cache takes `perf` the same way).
  */
+import { MAX_DURATION_MS } from "../config/units.js";
 
 export interface Clock {
   /** Monotonic milliseconds; never jumps with NTP or DST. */
@@ -20,7 +21,8 @@ export const systemClock: Clock = Object.freeze({
   now: () => performance.now(),
   wallNow: () => Date.now(),
   setTimeout: (fn: () => void, ms: number) => {
-    const handle = setTimeout(fn, ms);
+    // Node fires a delay above 2^31 - 1 ms after 1 ms; waiting 24.8 days instead is harmless.
+    const handle = setTimeout(fn, Math.min(ms, MAX_DURATION_MS));
     handle.unref();
     return handle;
   },

@@ -75,7 +75,12 @@ export function createCredentialReader(
     const credentials = await read().catch(() => undefined);
     if (!credentials || closed) return;
     if (previous !== undefined && credentials.version !== previous) {
-      for (const listener of listeners) listener(credentials);
+      for (const listener of listeners) {
+        // A listener's bug must not stop the others, nor the poll loop (an unhandled rejection).
+        try {
+          listener(credentials);
+        } catch {}
+      }
     }
   }
 

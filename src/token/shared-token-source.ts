@@ -80,11 +80,12 @@ export function createSharedTokenSourceFactory(
         rejectFingerprint,
         fetchFromIdp: () => fetchFromIdp(credentials, signal),
       });
-      // A token another replica fetched has already lived a while: what's left is its lifetime here.
-      const remainingSeconds = Math.floor((shared.expiresAtWallMs - wallNow()) / 1000);
+      // A token another replica fetched has already lived a while: what's left is its lifetime
+      // here, to the millisecond (never rounded up: a token must not outlive the server's expiry).
+      const remainingMs = Math.max(0, shared.expiresAtWallMs - wallNow());
       return {
         accessToken: shared.accessToken,
-        expiresInSeconds: Math.max(1, remainingSeconds),
+        expiresInSeconds: remainingMs / 1000,
         scope: shared.scope,
         expiresInClamped: false,
       };

@@ -113,7 +113,7 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
       start() {
         if (!closed) sourceFor(group).start();
       },
-      status: () => cache.peek(group.key)?.status() ?? idleStatus(closed),
+      status: () => cache.peek(group.key)?.status() ?? emptyTokenStatus(closed ? "closed" : "idle"),
       close() {},
     };
   }
@@ -138,7 +138,7 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
     statuses() {
       const result = new Map<string, TokenStatus>();
       for (const [name, group] of groupOf) {
-        result.set(name, cache.peek(group.key)?.status() ?? idleStatus(closed));
+        result.set(name, cache.peek(group.key)?.status() ?? emptyTokenStatus(closed ? "closed" : "idle"));
       }
       return result;
     },
@@ -181,9 +181,13 @@ function sorted(record: Readonly<Record<string, string>>): [string, string][] {
   return Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
-function idleStatus(closed: boolean): TokenStatus {
+/**
+ * The status of a credential with no live source: "idle" (never used, or evicted) or "closed"
+ * (the registry shut down). Nothing fetched, nothing failed.
+ */
+export function emptyTokenStatus(state: "idle" | "closed"): TokenStatus {
   return {
-    state: closed ? "closed" : "idle",
+    state,
     fingerprint: undefined,
     scope: undefined,
     expiresAtWallMs: undefined,

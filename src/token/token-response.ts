@@ -9,7 +9,10 @@ import { parseRetryAfter, sanitizeIdpText } from "./response-text.js";
 /** A validated token response. */
 export interface TokenResponse {
   accessToken: string;
-  /** Lifetime in seconds (clamped to 24 h), or undefined when the response had no expires_in. */
+  /**
+   * Lifetime in seconds (clamped to 24 h), or undefined when the response had no expires_in.
+   * Whole from a token endpoint; fractional for what remains of a token shared through Redis.
+   */
   expiresInSeconds: number | undefined;
   scope: string | undefined;
   /** True when expires_in was above 24 h and was clamped. */

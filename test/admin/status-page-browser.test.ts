@@ -41,7 +41,6 @@ describe.skipIf(skip)("status page in a real headless browser", () => {
     const scripts = makeUpstreamConfig("scripts", {
       baseUrl: "https://api.example.test",
       apiVersion: "scripting-preview",
-      versionHeader: "2026-09-01.scripting.preview",
     });
     const reports = makeUpstreamConfig("reports", { baseUrl: "https://reports.example.test" });
     const withSecret = (u: typeof files) => ({

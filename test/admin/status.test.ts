@@ -26,7 +26,6 @@ describe("GET /status", () => {
         makeUpstreamConfig("scripts", {
           baseUrl: "https://scripts.example.test",
           apiVersion: "scripting-preview",
-          versionHeader: "2026-09-01.scripting.preview",
         }),
       ],
       statuses: {
@@ -161,11 +160,27 @@ describe("GET /status", () => {
   it("hides credentials embedded in configured URLs", async () => {
     admin = buildTestAdmin({
       upstreams: [
-        makeUpstreamConfig("files", { baseUrl: "https://user:pa55word@files.example.test/api" }),
+        // Validation refuses such a URL; /status hides the credentials all the same.
+        makeUpstreamConfig("files", {}, { baseUrl: "https://user:pa55word@files.example.test/api" }),
       ],
     });
     const res = await admin.app.inject({ method: "GET", url: "/status" });
     expect(res.json().upstreams[0].baseUrl).toBe("https://files.example.test/api");
     expect(res.body).not.toContain("pa55word");
+  });
+
+  it("hides a token URL's query, which may carry a key", async () => {
+    const files = makeUpstreamConfig("files");
+    admin = buildTestAdmin({
+      upstreams: [
+        {
+          ...files,
+          token: { ...files.token, tokenUrl: "https://login.example.test/token?key=k3y-value" },
+        },
+      ],
+    });
+    const res = await admin.app.inject({ method: "GET", url: "/status" });
+    expect(res.json().upstreams[0].tokenUrl).toBe("https://login.example.test/token?…");
+    expect(res.body).not.toContain("k3y-value");
   });
 });

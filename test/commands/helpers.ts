@@ -1,7 +1,7 @@
 import { PassThrough } from "node:stream";
-import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../../src/config/types.js";
+import type { ProxyConfig, UpstreamConfig } from "../../src/config/types.js";
 import type { Emulator } from "../../src/emulator/types.js";
-import { makeProxyConfig, makeUpstreamConfig } from "../admin/helpers.js";
+import { DEMO_CREDENTIALS, makeProxyConfig, makeUpstreamConfig } from "../helpers/upstream-config.js";
 
 export interface Captured {
   stream: PassThrough;
@@ -27,35 +27,22 @@ export interface EmulatorUpstreamOptions {
   tokenPath?: string;
 }
 
-/** An upstream config pointing at a running emulator. */
+/** An upstream config pointing at a running emulator, as the loader would build it. */
 export function emulatorUpstream(
   emulator: Emulator,
   options: EmulatorUpstreamOptions = {},
 ): UpstreamConfig {
-  const tls: UpstreamTls = {
-    caFile: options.trustCa === false ? undefined : emulator.caFile,
-    certFile: undefined,
-    keyFile: undefined,
-    serverName: options.serverName,
-  };
-  const base = makeUpstreamConfig(options.name ?? "emu", { baseUrl: emulator.url });
-  const versionHeader = options.preview ? "2026-09-01.scripting.preview" : undefined;
-  const tokenPath =
-    options.tokenPath ?? (options.preview ? "/oauth2/token" : "/iam/v1/oauth2/token");
-  return {
-    ...base,
+  return makeUpstreamConfig(options.name ?? "emu", {
+    baseUrl: emulator.url,
     apiVersion: options.preview ? "scripting-preview" : "default",
-    versionHeader,
-    tls,
-    token: {
-      ...base.token,
-      tokenUrl: `${emulator.url}${tokenPath}`,
-      versionHeader,
-      clientId: { kind: "inline", value: options.clientId ?? "demo-client" },
-      clientSecret: { kind: "inline", value: options.clientSecret ?? "demo-secret" },
-      tls,
+    ...(options.tokenPath === undefined ? {} : { tokenPath: options.tokenPath }),
+    clientId: options.clientId ?? DEMO_CREDENTIALS.clientId,
+    clientSecret: options.clientSecret ?? DEMO_CREDENTIALS.clientSecret,
+    tls: {
+      ...(options.trustCa === false ? {} : { caFile: emulator.caFile }),
+      ...(options.serverName === undefined ? {} : { serverName: options.serverName }),
     },
-  };
+  });
 }
 
 export function configFor(...upstreams: UpstreamConfig[]): ProxyConfig {

@@ -168,6 +168,29 @@ describe("derived values", () => {
     ]);
   });
 
+  it("applies tls.serverName to the token endpoint only when it shares the base URL's origin", async () => {
+    const config = await load(yaml`
+      upstreams:
+        - name: same
+          baseUrl: https://10.0.0.5:8443
+          clientId: id
+          clientSecret: secret
+          tls: { serverName: api.internal, caFile: ${import.meta.filename} }
+        - name: other
+          baseUrl: https://10.0.0.6
+          tokenUrl: https://login.example.com/token
+          clientId: id
+          clientSecret: secret
+          tls: { serverName: api.internal }
+          match: { pathPrefix: /other }
+    `);
+    const [same, other] = config.upstreams;
+    expect(same?.token.tls).toEqual(same?.tls);
+    expect(other?.tls.serverName).toBe("api.internal");
+    // login.example.com must be verified as itself, not as the upstream's name.
+    expect(other?.token.tls).toEqual({ ...other?.tls, serverName: undefined });
+  });
+
   it("lowercases header names and normalizes match.hosts to host:port", async () => {
     const config = await load(yaml`
       upstreams:

@@ -181,4 +181,22 @@ describe("interpolation while loading", () => {
       value: "pa$${word}",
     });
   });
+
+  it("does not echo a malformed reference written in a secret value", async () => {
+    const issues = await issuesOfText(yaml`
+      upstreams:
+        - name: api
+          baseUrl: https://api.example.com
+          clientId: id
+          clientSecret: "x\${hunter2 secret}y"
+    `);
+    expect(issues).toEqual([
+      {
+        path: "upstreams[0] (api).clientSecret",
+        message:
+          'expected \${NAME} or \${NAME:-default}, found a malformed "\${…}" (write "$\${" for a literal "\${") (line 5)',
+      },
+    ]);
+    expect(JSON.stringify(issues)).not.toContain("hunter2");
+  });
 });

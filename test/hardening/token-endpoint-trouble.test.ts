@@ -111,6 +111,13 @@ function expectDocumentedError(
   }
 }
 
+/** The `err` text of every failed token fetch the token component logged for `upstream`. */
+function failureLog(records: readonly Record<string, unknown>[], upstream: string): string[] {
+  return records.flatMap((r) =>
+    r.component === "token" && r.upstream === upstream && typeof r.err === "string" ? [r.err] : [],
+  );
+}
+
 /** Send requests until one succeeds: proves the same process recovered on its own. */
 async function retryUntilOk(
   url: string,
@@ -136,7 +143,7 @@ interface ColdCase {
   fault: TokenFaultHandler;
   status?: number;
   code?: string;
-  /** Something the client-facing message must say. */
+  /** What the token component's log must say about the failure (clients get a fixed text). */
   message?: RegExp;
 }
 
@@ -306,12 +313,9 @@ describe("token endpoint trouble, proxy cold (no token yet)", () => {
       const answers = results.get(i)!;
       const times = recorded[i]!.times;
       expectDocumentedError(answers, status, code, `case-${i}`);
-      // The client learns what went wrong. (Under CPU starvation a TLS connect alone can exceed
-      // the 300 ms token timeout, so one answer may name the timeout instead.)
-      if (message)
-        expect(answers.map((a) => errorBody(a).message)).toContainEqual(
-          expect.stringMatching(message),
-        );
+      // The operator learns what went wrong from the log. (Under CPU starvation a TLS connect
+      // alone can exceed the 300 ms token timeout, so some attempts may name the timeout.)
+      if (message) expect(failureLog(aut.records, `case-${i}`)).toContainEqual(expect.stringMatching(message));
       // However many clients wait, the token endpoint sees at most one request per minRefreshInterval.
       expect(times.length).toBeGreaterThan(0);
       expect(maxInWindow(times, 1_000)).toBeLessThanOrEqual(1_000 / MIN_REFRESH_INTERVAL_MS + 1);
@@ -380,8 +384,8 @@ describe("token endpoint trouble, one world per case", () => {
             pauseMs: 20,
           });
           expectDocumentedError(answers, 503, "token_unavailable");
-          expect(errorBody(answers[0]!).message).toMatch(
-            new RegExp(`answered ${status} \\(a redirect\\)`),
+          expect(failureLog(scenario.aut.records, "api")).toContainEqual(
+            expect.stringMatching(new RegExp(`answered ${status} \\(a redirect\\); redirects are never followed`)),
           );
           expect(recorded.times.length).toBeGreaterThanOrEqual(1);
         } finally {
@@ -405,10 +409,13 @@ describe("token endpoint trouble, one world per case", () => {
       const recorded = recordingFault(
         json(status, { error: "temporarily_unavailable" }, { "retry-after": retryAfter }),
       );
-      const scenario = await startScenario({ pki, fault: recorded, token: TOKEN });
+      // A generous timeout: on a starved CPU a 300 ms one can expire before the answer is read,
+      // and a timeout (rightly) gets the short backoff instead of Retry-After.
+      const scenario = await startScenario({ pki, fault: recorded, token: { ...TOKEN, timeout: "3s" } });
       try {
-        await waitFor(() => recorded.times.length === 1, "the prefetch");
-        await sleep(200);
+        const lastError = () => scenario.aut.app.tokens.statuses().get("api")!.lastError?.message ?? "";
+        await waitFor(() => lastError().includes(`answered ${status}`), "the proxy to read the first answer");
+        expect(recorded.times).toHaveLength(1);
         // The next attempt is beyond the wait bound: clients are told at once, with the delay.
         const answer = await send(scenario.url("/echo/ra"), { dispatcher: scenario.agent });
         expectDocumentedError([answer], 503, "token_unavailable");
@@ -444,7 +451,6 @@ describe("token endpoint trouble, one world per case", () => {
         pauseMs: 10,
       });
       expectDocumentedError(answers, 502, "token_rejected");
-      expect(errorBody(answers.at(-1)!).message).toMatch(/invalid_client/);
       const attempts = scenario.emulator.stats().tokenRequests;
       // A configuration fault waits maxBackoff (1 s here) between attempts, whatever the load.
       expect(attempts.rejected).toBe(attempts.total);
@@ -490,7 +496,9 @@ describe("token endpoint trouble, one world per case", () => {
       );
       const failed = await send(tooSlow.url("/echo/slow"), { dispatcher: tooSlow.agent });
       expectDocumentedError([failed], 503, "token_unavailable");
-      expect(errorBody(failed).message).toMatch(/did not answer within 300 ms/);
+      expect(failureLog(tooSlow.aut.records, "api")).toContainEqual(
+        expect.stringMatching(/did not answer within 300 ms/),
+      );
     } finally {
       await Promise.all([slow.close(), tooSlow.close()]);
     }

@@ -89,6 +89,7 @@ describe("client request bodies", () => {
       .map(([n, v]: [string, string]) => `${n.toLowerCase()}: ${v}`)
       .filter((h: string) => /^(transfer-encoding|content-length):/.test(h));
     expect([["transfer-encoding: chunked"], ["content-length: 11"]]).toContainEqual(framing);
+    expect(requestLogs(proxy).at(-1)).toMatchObject({ path: "/echo/chunked", bytesIn: 11 });
   });
 
   it("Expect: 100-continue is answered by the proxy and not forwarded", async () => {

@@ -109,11 +109,14 @@ describe("request paths", () => {
       },
     });
     try {
+      // Two on one connection: a 404 keeps the connection alive.
       const exchange = await rawRequest(
         only.port,
-        "GET /elsewhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "GET /elsewhere HTTP/1.1\r\nHost: x\r\n\r\nGET /elsewhere2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
       );
+      expect(exchange.responses.map((r) => r.status)).toEqual([404, 404]);
       const response = exchange.responses[0]!;
+      expect(response.headers.get("connection")).toEqual(["keep-alive"]);
       expect(response.status).toBe(404);
       expect(response.headers.get("bearer-proxy-error")).toEqual(["no_route"]);
       const body = JSON.parse(response.body);

@@ -1,5 +1,5 @@
 import { readdirSync } from "node:fs";
-import { connect } from "node:net";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closedPort, type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
@@ -20,6 +20,9 @@ describe("upstream failures", () => {
   let expired: FakeUpstream;
   let proxy: TestProxy;
   let refusedPort: number;
+  /** Accepts TCP and never says a word: the TLS handshake can't complete. */
+  let silent: Server;
+  const silentSockets = new Set<Socket>();
 
   beforeAll(async () => {
     pki = await createTestPki();
@@ -30,6 +33,12 @@ describe("upstream failures", () => {
       startFakeUpstream({ cert: pki.expired }),
     ]);
     refusedPort = await closedPort();
+    silent = createServer((socket) => {
+      silentSockets.add(socket);
+      socket.on("close", () => silentSockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const silentPort = (silent.address() as { port: number }).port;
     const timeouts = { connect: "2s", responseHeaders: "400ms", bodyIdle: "400ms" };
     const tokens = createStubTokens();
     proxy = await startTestProxy({
@@ -58,6 +67,12 @@ describe("upstream failures", () => {
           { name: "other-ca", baseUrl: otherCa.origin, match: { pathPrefix: "/other-ca" } },
           { name: "wrong-host", baseUrl: wrongHost.origin, match: { pathPrefix: "/wrong-host" } },
           { name: "expired", baseUrl: expired.origin, match: { pathPrefix: "/expired" } },
+          {
+            name: "silent",
+            baseUrl: `https://127.0.0.1:${silentPort}`,
+            match: { pathPrefix: "/silent" },
+            timeouts: { connect: "300ms" },
+          },
         ],
       },
     });
@@ -65,6 +80,8 @@ describe("upstream failures", () => {
   afterAll(async () => {
     await proxy.close();
     await Promise.all([good, otherCa, wrongHost, expired].map((u) => u.close()));
+    for (const socket of silentSockets) socket.destroy();
+    await new Promise<void>((resolve) => silent.close(() => resolve()));
   });
 
   async function get(path: string) {
@@ -100,6 +117,10 @@ describe("upstream failures", () => {
     expectProxyError(await get(path), 502, "upstream_tls_error", upstream);
     expect(target.requests).toEqual([]);
     expect(target.connections()).toBeGreaterThan(0);
+  });
+
+  it("connect (TCP + TLS handshake) too slow → 504 upstream_timeout", async () => {
+    expectProxyError(await get("/silent/x"), 504, "upstream_timeout", "silent");
   });
 
   it("response headers too slow → 504 upstream_timeout", async () => {

@@ -1,37 +1,15 @@
 import { Writable } from "node:stream";
 import { type Logger, pino } from "pino";
-import type { TokenEndpointSpec, TokenPolicy } from "../../src/config/types.js";
+import type { TokenEndpointSpec } from "../../src/config/types.js";
+import { makeTokenSpec } from "../helpers/upstream-config.js";
 
-/** The documented defaults (config/schema.ts), in ms. */
-export const DEFAULT_POLICY: TokenPolicy = Object.freeze({
-  defaultExpiresInMs: 600_000,
-  refreshWindow: [0.75, 0.85] as const,
-  requestTimeoutMs: 10_000,
-  waitTimeoutMs: 5_000,
-  minAgeBeforeInvalidateMs: 2_000,
-  minRefreshIntervalMs: 1_000,
-  initialBackoffMs: 1_000,
-  maxBackoffMs: 30_000,
-  prefetch: true,
-});
+export { DEFAULT_POLICY } from "../helpers/upstream-config.js";
 
 export const TEST_SECRET = "s3cr3t-+&=% é🙂-value";
 
+/** The token spec of a default upstream at https://idp.test, with TEST_SECRET as its secret. */
 export function makeSpec(overrides: Partial<TokenEndpointSpec> = {}): TokenEndpointSpec {
-  return {
-    tokenUrl: "https://idp.test/iam/v1/oauth2/token",
-    versionHeader: undefined,
-    format: "form",
-    clientAuth: "body",
-    clientId: { kind: "inline", value: "demo-client" },
-    clientSecret: { kind: "inline", value: TEST_SECRET },
-    scope: undefined,
-    extraParams: {},
-    extraHeaders: {},
-    tls: { caFile: undefined, certFile: undefined, keyFile: undefined, serverName: undefined },
-    allowInsecureHttp: false,
-    ...overrides,
-  };
+  return makeTokenSpec({ clientSecret: TEST_SECRET }, overrides);
 }
 
 export interface LogRecord {

@@ -141,4 +141,23 @@ describe("credential reader", () => {
     expect(seen).toEqual(["back-with-new-value"]);
     reader.close();
   });
+
+  it("a listener that throws neither stops the others nor rejects check()", async () => {
+    const secretPath = join(dir, "secret");
+    await writeFile(secretPath, "old");
+    const reader = createCredentialReader(
+      { clientId: { kind: "inline", value: "id" }, clientSecret: { kind: "file", path: secretPath } },
+      { pollIntervalMs: 0 },
+    );
+    await reader.read();
+    const seen: string[] = [];
+    reader.onChange(() => {
+      throw new Error("listener bug");
+    });
+    reader.onChange((c) => seen.push(c.clientSecret));
+    await writeFile(secretPath, "new-and-longer");
+    await expect(reader.check()).resolves.toBeUndefined();
+    expect(seen).toEqual(["new-and-longer"]);
+    reader.close();
+  });
 });

@@ -9,35 +9,16 @@ import {
 import { createTokenSource, type TokenSourceOptions } from "../../src/token/token-source.js";
 import { FakeClock } from "./fake-clock.js";
 import { FakeTokenEndpoint } from "./fake-endpoint.js";
-import { captureLogs, DEFAULT_POLICY, makeSpec, TEST_SECRET } from "./helpers.js";
+import { makeUpstreamConfig } from "../helpers/upstream-config.js";
+import { captureLogs, DEFAULT_POLICY, TEST_SECRET } from "./helpers.js";
 
+/** An upstream at https://api.test whose client secret is `secret`. */
 function upstream(
   name: string,
   secret: string,
   overrides: Partial<UpstreamConfig> = {},
 ): UpstreamConfig {
-  return {
-    name,
-    baseUrl: "https://api.test",
-    origin: "https://api.test",
-    basePath: "",
-    apiVersion: "default",
-    versionHeader: undefined,
-    token: makeSpec({ clientSecret: { kind: "inline", value: secret } }),
-    tokenPolicy: DEFAULT_POLICY,
-    tls: makeSpec().tls,
-    match: { pathPrefix: "/", hosts: [] },
-    stripPrefix: false,
-    listen: undefined,
-    allowInsecureHttp: false,
-    clientCredentials: "strip",
-    forwardedHeaders: false,
-    headers: {},
-    replayBodyLimitBytes: 0,
-    connections: 1,
-    timeouts: { connectMs: 1_000, responseHeadersMs: 1_000, bodyIdleMs: 1_000 },
-    ...overrides,
-  };
+  return makeUpstreamConfig(name, { baseUrl: "https://api.test", clientSecret: secret }, overrides);
 }
 
 let registry: TokenRegistry | undefined;

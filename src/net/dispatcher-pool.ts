@@ -1,0 +1,46 @@
+/**
+ * The app's undici dispatchers: one per distinct connection setting (TLS files, pool size,
+ * timeouts), not per upstream. An Agent keeps a pool per origin already, and a gateway with
+ * thousands of upstreams on a few origins must not build thousands of Agents.
+ */
+import type { Dispatcher } from "undici";
+import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.js";
+import { createDispatcher, type DispatcherOptions } from "./dispatcher.js";
+
+export interface DispatcherPool {
+  /** The dispatcher for an upstream's API requests. */
+  forUpstream(upstream: UpstreamConfig): Dispatcher;
+  /** The dispatcher for an upstream's token endpoint (its own TLS settings, see `token.tls`). */
+  forTokenEndpoint(upstream: UpstreamConfig): Dispatcher;
+  /** Close every dispatcher; errors are ignored (this runs at shutdown). */
+  close(): Promise<void>;
+}
+
+/** Create the pool; dispatchers are built on first use and shared by equal settings. */
+export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): DispatcherPool {
+  const dispatchers = new Map<string, Dispatcher>();
+  const get = (upstream: UpstreamConfig, tls: UpstreamTls): Dispatcher => {
+    const settings: DispatcherOptions = {
+      tls,
+      connections: upstream.connections,
+      connectTimeoutMs: upstream.timeouts.connectMs,
+      headersTimeoutMs: upstream.timeouts.responseHeadersMs,
+      bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
+      egressProxy: config.egressProxy,
+    };
+    const key = JSON.stringify(settings);
+    let dispatcher = dispatchers.get(key);
+    if (!dispatcher) {
+      dispatcher = createDispatcher(settings);
+      dispatchers.set(key, dispatcher);
+    }
+    return dispatcher;
+  };
+  return {
+    forUpstream: (upstream) => get(upstream, upstream.tls),
+    forTokenEndpoint: (upstream) => get(upstream, upstream.token.tls),
+    async close() {
+      await Promise.all([...dispatchers.values()].map((d) => d.close().catch(() => {})));
+    },
+  };
+}

@@ -1,0 +1,113 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { COMMAND_NAMES, REPO_ROOT, useCliProcesses } from "./helpers.js";
+
+const { version } = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
+  version: string;
+};
+
+/** Each command's own flags, as its --help must list them. */
+const COMMAND_FLAGS: Record<string, string[]> = {
+  run: ["--config", "--base-url", "--client-secret-file", "--listen", "--admin-listen"],
+  demo: ["--port", "--admin-port", "--emulator-port"],
+  emulate: ["--port", "--host", "--token-lifetime", "--ca-out", "--cert-file", "--key-file"],
+  validate: ["--config", "--base-url", "--ca-file"],
+  wait: ["--admin", "--timeout"],
+  token: ["--upstream", "--config"],
+  check: ["--upstream", "--probe-path", "--config"],
+};
+
+describe.concurrent("bearer-proxy arguments: help and version", () => {
+  const cli = useCliProcesses({ cleanup: "afterAll" });
+
+  it("--version prints the package version at top level and after -v", async () => {
+    for (const args of [["--version"], ["-v"]]) {
+      const result = await cli.run(args);
+      expect(result).toMatchObject({ code: 0, stdout: `bearer-proxy ${version}\n`, stderr: "" });
+    }
+  });
+
+  it("--help and `help` at top level list every command and exit 0", async () => {
+    for (const args of [["--help"], ["-h"], ["help"]]) {
+      const { code, stdout, stderr } = await cli.run(args);
+      expect(code).toBe(0);
+      expect(stderr).toBe("");
+      expect(stdout).toContain("Usage: bearer-proxy <command> [options]");
+      for (const name of COMMAND_NAMES) expect(stdout).toMatch(new RegExp(`^  ${name} +\\S`, "m"));
+    }
+  });
+
+  for (const name of COMMAND_NAMES) {
+    it(`${name} --version and ${name} --help`, async () => {
+      const [versionResult, helpResult, helpCommand] = await Promise.all([
+        cli.run([name, "--version"]),
+        cli.run([name, "--help"]),
+        cli.run(["help", name]),
+      ]);
+      expect(versionResult).toMatchObject({
+        code: 0,
+        stdout: `bearer-proxy ${version}\n`,
+        stderr: "",
+      });
+      expect(helpResult.code).toBe(0);
+      expect(helpResult.stderr).toBe("");
+      expect(helpResult.stdout).toMatch(
+        new RegExp(`^Usage: bearer-proxy (\\[${name}\\]|${name})`, "m"),
+      );
+      for (const flag of [...(COMMAND_FLAGS[name] ?? []), "--help", "--version"]) {
+        expect(helpResult.stdout).toMatch(new RegExp(`^  ${flag}\\b`, "m"));
+      }
+      // `help <cmd>` is the same text as `<cmd> --help`.
+      expect(helpCommand).toMatchObject({ code: 0, stdout: helpResult.stdout, stderr: "" });
+    });
+  }
+});
+
+describe.concurrent("bearer-proxy arguments: mistakes exit 2", () => {
+  const cli = useCliProcesses({ cleanup: "afterAll" });
+
+  it("an unknown command exits 2, names it and lists the commands on stderr", async () => {
+    const { code, stdout, stderr } = await cli.run(["frobnicate", "--config", "x.yaml"]);
+    expect(code).toBe(2);
+    expect(stdout).toBe("");
+    expect(stderr).toContain('unknown command "frobnicate"');
+    for (const name of COMMAND_NAMES) expect(stderr).toMatch(new RegExp(`^  ${name} +\\S`, "m"));
+  });
+
+  it("`help` with an unknown command exits 2 and names it, not a silent overview", async () => {
+    const { code, stderr } = await cli.run(["help", "frobnicate"]);
+    expect(stderr).toContain('unknown command "frobnicate"');
+    expect(code).toBe(2);
+  });
+
+  it("an unknown flag exits 2 and names the flag, for every command and the default one", async () => {
+    const cases = [...COMMAND_NAMES.map((name) => [name, "--confg", "x.yaml"]), ["--confg", "x"]];
+    const results = await Promise.all(cases.map((args) => cli.run(args)));
+    for (const [i, { code, stdout, stderr }] of results.entries()) {
+      const command = cases[i]?.[0]?.startsWith("--") ? "run" : cases[i]?.[0];
+      expect(code, `${cases[i]?.join(" ")}`).toBe(2);
+      expect(stdout).toBe("");
+      expect(stderr).toContain(`bearer-proxy ${command}: Unknown option '--confg'`);
+      // Followed by that command's usage, so the right spelling is one glance away.
+      expect(stderr).toContain("Options:");
+    }
+  });
+
+  it("a flag that needs a value, given none, exits 2 and names it", async () => {
+    const { code, stderr } = await cli.run(["validate", "--config"]);
+    expect(code).toBe(2);
+    expect(stderr).toContain("--config");
+  });
+
+  it("a positional argument exits 2 and names it", async () => {
+    const results = await Promise.all([
+      cli.run(["validate", "config/sidecar.yaml"]),
+      cli.run(["run", "--listen", "127.0.0.1:0", "extra"]),
+    ]);
+    expect(results[0]).toMatchObject({ code: 2, stdout: "" });
+    expect(results[0]?.stderr).toContain('unexpected argument "config/sidecar.yaml"');
+    expect(results[1]).toMatchObject({ code: 2, stdout: "" });
+    expect(results[1]?.stderr).toContain('unexpected argument "extra"');
+  });
+});
