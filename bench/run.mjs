@@ -118,13 +118,14 @@ async function main() {
     process.stdout.write(`${settings.help}\n`);
     return 0;
   }
+  const startedAt = new Date().toISOString();
   const pinned = canPin() && pinProcess(process.pid, LOAD_CORE);
   const proxyCore = pinned ? PROXY_CORE : null;
   const loadCore = pinned ? LOAD_CORE : null;
   const tools = ensureTools({
     install: settings.install,
     log,
-    wantNginx: settings.competitors.includes("nginx"),
+    wantNginx: settings.competitors.includes("nginx") || settings.upstreamChoice !== "node",
   });
   const generator = settings.generatorChoice ?? (tools.wrk.path ? "wrk" : "node");
   const generatorNote =
@@ -156,12 +157,12 @@ async function main() {
     const run = { ...settings, generator, loadCore };
     await warmUp(started.competitors, run, ctx);
     const cells = await runMatrix(started.competitors, run, ctx, problems);
-    const token = started.emulator ? await runTokenSide(settings, ctx, problems) : null;
+    const bearerProxyRan = started.competitors.some((c) => c.key === "bearer-proxy");
+    const token = bearerProxyRan ? await runTokenSide(settings, ctx, problems) : null;
 
     const order = started.competitors.map((c) => c.key);
     const summary = summarize(cells, order);
     const targets = checkTargets(summary, token);
-    const startedAt = new Date().toISOString();
     const meta = {
       startedAt,
       smoke: settings.smoke,
@@ -172,6 +173,7 @@ async function main() {
       latencyDurationS: settings.latencyDurationS,
       generator,
       generatorNote,
+      upstream: started.upstream.kind,
       pinned,
       proxyCore,
       loadCore,

@@ -90,5 +90,7 @@ runCli(process.argv.slice(2)).then(
   (err: unknown) => {
     process.stderr.write(`bearer-proxy: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;
+    // Whatever the failed command left open must not keep the process up either.
+    setTimeout(() => process.exit(1), 2_000).unref();
   },
 );

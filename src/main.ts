@@ -56,7 +56,10 @@ export async function startProxy(
       } catch (error) {
         // Callers `void` this promise (signals, /quitquitquit): report, never reject.
         code = 1;
-        logger.error({ reason: error instanceof Error ? error.message : String(error) }, "shutdown failed");
+        logger.error(
+          { reason: error instanceof Error ? error.message : String(error) },
+          "shutdown failed",
+        );
       }
       resolveDone(code);
       return code;

@@ -63,6 +63,8 @@ export function renderBearerProxyConfig({
     listen: { host: "127.0.0.1", port: listenPort },
     admin: { host: "127.0.0.1", port: adminPort },
     log: { level: "warn" },
+    // The bench stops and restarts proxies often: no drain period.
+    shutdown: { drainDelay: "0s", timeout: "1s" },
     upstreams: [
       {
         name: "bench",

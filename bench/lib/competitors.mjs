@@ -1,6 +1,5 @@
 /**
- * Start the bench upstream and the competitors, each as its own process: the proxies on the
- * proxy core, the upstream on the load core. Every competitor is described by the same shape:
+ * Start the competitors, each as its own process on the proxy core. Every competitor is described by the same shape:
  * `{key, label, baseUrl, injects, pids(), stop()}` where `baseUrl` is what the load generator hits.
  */
 import { once } from "node:events";
@@ -34,17 +33,6 @@ async function startNodeScript(core, script, args, tag) {
   child.stdout.resume();
   child.stderr.resume();
   return { child, port: JSON.parse(match[1]).port };
-}
-
-/** The HTTPS upstream on the load core. */
-export async function startUpstream({ core, certs }) {
-  const { child, port } = await startNodeScript(
-    core,
-    "upstream.mjs",
-    ["--cert", certs.certFile, "--key", certs.keyFile],
-    "UPSTREAM_READY",
-  );
-  return { child, port, url: `https://127.0.0.1:${port}`, stop: () => stopChild(child) };
 }
 
 function describe(key, label, baseUrl, child, injects, extraPids = () => []) {

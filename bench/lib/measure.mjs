@@ -44,12 +44,12 @@ export const LATENCY_CASE = { key: "latency", label: "fixed rate GET /small", pa
  * Wait until the upstream's request count stops moving (requests a proxy still had in flight
  * when the previous cell's load stopped), so they are not counted against the next competitor.
  */
-async function quiesce(upstream, control, { stableMs = 200, timeoutMs = 3000 } = {}) {
+async function quiesce(upstream, { stableMs = 200, timeoutMs = 3000 } = {}) {
   const started = performance.now();
-  let last = (await control.getJson(`${upstream.url}/_bench/stats`)).total;
+  let last = (await upstream.stats()).total;
   while (performance.now() - started < timeoutMs) {
     await new Promise((resolve) => setTimeout(resolve, stableMs));
-    const { total } = await control.getJson(`${upstream.url}/_bench/stats`);
+    const { total } = await upstream.stats();
     if (total === last) return;
     last = total;
   }
@@ -59,17 +59,9 @@ async function quiesce(upstream, control, { stableMs = 200, timeoutMs = 3000 } =
  * Measure one cell. `problems` collects real breakage (no successful request, missing
  * injection, errors) as strings; the cell is returned either way.
  */
-export async function measureCell({
-  competitor,
-  caseDef,
-  round,
-  settings,
-  upstream,
-  control,
-  certs,
-}) {
-  await quiesce(upstream, control);
-  await control.postJson(`${upstream.url}/_bench/reset`);
+export async function measureCell({ competitor, caseDef, round, settings, upstream, certs }) {
+  await quiesce(upstream);
+  await upstream.reset();
   const measured = competitor.key !== "direct";
   const pids = () => (measured ? competitor.pids() : []);
   const cpuBefore = readCpuSeconds(pids());
@@ -105,7 +97,7 @@ export async function measureCell({
     peakRssBytes = rss.stop();
   }
   const cpuSeconds = readCpuSeconds(pids()) - cpuBefore;
-  const seen = await control.getJson(`${upstream.url}/_bench/stats`);
+  const seen = await upstream.stats();
   const cell = {
     round,
     case: caseDef.key,

@@ -114,7 +114,7 @@ export function renderMarkdown({ meta, summary, cases, token, targets, order, pr
     `Rounds: ${meta.rounds} interleaved (each round runs every case on every competitor in turn); ` +
       `${meta.durationS} s per throughput cell, ${meta.connections} connections, load generator **${meta.generator}**` +
       `${meta.generatorNote ? ` (${meta.generatorNote})` : ""}. Proxy on core ${meta.proxyCore ?? "any"}; ` +
-      `load generator and upstream on core ${meta.loadCore ?? "any"}${meta.pinned ? "" : " (NOT pinned: taskset or a second core missing)"}. ` +
+      `load generator and upstream (${meta.upstream === "nginx" ? "nginx" : "bench/upstream.mjs, node:https"}) on core ${meta.loadCore ?? "any"}${meta.pinned ? "" : " (NOT pinned: taskset or a second core missing)"}. ` +
       "Ratios are taken within each round, then the median (min–max) over rounds. CPU is user+system time of the " +
       "proxy process(es) (nginx: master + worker); RSS is sampled every 100 ms.",
     "",

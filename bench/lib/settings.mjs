@@ -16,6 +16,7 @@ const USAGE = `usage: node bench/run.mjs [--smoke] [options]
   --competitors LIST      comma list of ${ALL_COMPETITORS.join(",")}
   --cases LIST            comma list of ${ALL_CASES.join(",")}
   --generator wrk|node    force the closed-loop generator (default: wrk when installed)
+  --upstream nginx|node   force the upstream (default: nginx when installed)
   --no-install            never apt-get install wrk/nginx
   --burst N               cold-burst concurrency (1000)
   --ready-samples N       start-to-ready samples (full: 5)
@@ -62,6 +63,7 @@ export function parseSettings(argv) {
         competitors: { type: "string" },
         cases: { type: "string" },
         generator: { type: "string" },
+        upstream: { type: "string" },
         "no-install": { type: "boolean", default: false },
         burst: { type: "string", default: "1000" },
         "ready-samples": { type: "string" },
@@ -79,6 +81,9 @@ export function parseSettings(argv) {
   if (values.generator && !["wrk", "node"].includes(values.generator)) {
     throw new UsageError("--generator must be wrk or node");
   }
+  if (values.upstream && !["nginx", "node"].includes(values.upstream)) {
+    throw new UsageError("--upstream must be nginx or node");
+  }
   return {
     smoke,
     rounds: Math.round(positive(values.rounds ?? (smoke ? 1 : 3), "rounds")),
@@ -95,6 +100,7 @@ export function parseSettings(argv) {
         ? ["small", "early", "latency"]
         : ALL_CASES,
     generatorChoice: values.generator ?? null,
+    upstreamChoice: values.upstream ?? null,
     install: !values["no-install"],
     burst: Math.round(positive(values.burst, "burst")),
     readySamples: Math.round(positive(values["ready-samples"] ?? (smoke ? 1 : 5), "ready-samples")),

@@ -7,11 +7,12 @@ import { join } from "node:path";
 import { bearerProxyMissing, startBearerProxy, startEmulatorProcess } from "./bearer-proxy.mjs";
 import {
   describeDirect,
+  findFreePort,
   startFastifyProxy,
   startNginx,
   startUndiciForwarder,
-  startUpstream,
 } from "./competitors.mjs";
+import { startNginxUpstream, startNodeUpstream } from "./upstreams.mjs";
 
 /**
  * @returns {Promise<{upstream: object, emulator: object|null, competitors: object[]}>}
@@ -19,8 +20,22 @@ import {
  */
 export async function startAll({ settings, tools, ctx, log, problems, skipped }) {
   const { certs, control, dir, proxyCore, loadCore } = ctx;
-  const upstream = await startUpstream({ core: loadCore, certs });
-  log(`upstream on ${upstream.url}`);
+  const useNginx =
+    settings.upstreamChoice === "nginx" || (settings.upstreamChoice === null && tools.nginx.path);
+  if (settings.upstreamChoice === "nginx" && !tools.nginx.path) {
+    throw new Error(`--upstream nginx: ${tools.nginx.note}`);
+  }
+  const upstream = useNginx
+    ? await startNginxUpstream({
+        core: loadCore,
+        certs,
+        control,
+        nginxPath: tools.nginx.path,
+        dir: join(dir, "upstream"),
+        port: await findFreePort(),
+      })
+    : await startNodeUpstream({ core: loadCore, certs, control });
+  log(`${upstream.kind} upstream on ${upstream.url}`);
   let emulator = null;
   const competitors = [];
 

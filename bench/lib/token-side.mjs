@@ -94,12 +94,12 @@ export async function measureColdBurst({
   });
   try {
     await control.postJson(`${emulator.url}/_emulator/reset-stats`);
-    await control.postJson(`${upstream.url}/_bench/reset`);
+    await upstream.reset();
     const port = Number(new URL(proxy.baseUrl).port);
     const sockets = await openSockets(port, concurrency);
     const results = await fireAll(sockets, port, "/small");
     const stats = await control.getJson(`${emulator.url}/_emulator/stats`);
-    const seen = await control.getJson(`${upstream.url}/_bench/stats`);
+    const seen = await upstream.stats();
     const statuses = {};
     for (const { status } of results) statuses[status] = (statuses[status] ?? 0) + 1;
     const sorted = results.map((r) => r.ms).sort((a, b) => a - b);

@@ -4,21 +4,21 @@
  * plain-language hint on failure. Later steps that depend on a failed one are skipped. Never
  * prints the secret or the token (only its fingerprint).
  */
-import { lookup } from "node:dns/promises";
-import { connect as connectTcp, isIP } from "node:net";
-import {
-  type ConnectionOptions,
-  checkServerIdentity,
-  connect as connectTls,
-  type DetailedPeerCertificate,
-} from "node:tls";
 import { request } from "undici";
 import { createScrubber, type Scrubber } from "../admin/redact.js";
 import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
-import { buildTlsOptions, createDispatcher } from "../net/dispatcher.js";
+import { createDispatcher } from "../net/dispatcher.js";
 import { fingerprint } from "../token/fingerprint.js";
 import { describeTokenUrl } from "../token/response-text.js";
+import {
+  checkDns,
+  checkTcp,
+  checkTls,
+  describeError,
+  msSince,
+  type Outcome,
+} from "./check-network.js";
 import { fetchToken, selectUpstreams } from "./token.js";
 
 export interface CheckArgs {
@@ -30,12 +30,6 @@ export interface CheckArgs {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
 }
-
-type Outcome = { ok: true; detail: string } | { ok: false; detail: string; hint?: string };
-
-const DAY_MS = 86_400_000;
-/** Certificates closer than this to expiry pass with a warning. */
-const EXPIRY_WARNING_DAYS = 14;
 
 /** Run every check; resolves with 0 when all pass, else 1. */
 export async function runCheck(args: CheckArgs): Promise<number> {
@@ -166,160 +160,6 @@ function distinctEndpoints(upstream: UpstreamConfig): Endpoint[] {
   return [tokenEndpoint, api];
 }
 
-async function checkDns(host: string): Promise<Outcome> {
-  if (isIP(host)) return { ok: true, detail: `${host} is an IP address` };
-  try {
-    const addresses = await lookup(host, { all: true });
-    return { ok: true, detail: `${host} → ${addresses.map((a) => a.address).join(", ")}` };
-  } catch (error) {
-    const code = errorCode(error);
-    return {
-      ok: false,
-      detail: `${host} does not resolve (${code ?? describe(error)})`,
-      hint:
-        code === "ENOTFOUND"
-          ? "check the host name in the URL; inside a cluster, check the DNS name and namespace"
-          : "the resolver did not answer: check this machine's DNS settings",
-    };
-  }
-}
-
-function checkTcp(host: string, port: number, timeoutMs: number): Promise<Outcome> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const socket = connectTcp({ host, port, timeout: timeoutMs });
-    socket.once("connect", () => {
-      const detail = `connected to ${socket.remoteAddress}:${port} in ${ms(started)} ms`;
-      socket.destroy();
-      resolve({ ok: true, detail });
-    });
-    socket.once("timeout", () => {
-      socket.destroy();
-      resolve({
-        ok: false,
-        detail: `no answer from ${host}:${port} within ${timeoutMs} ms`,
-        hint: "a firewall or network policy may drop the traffic, or an egress proxy is needed (egressProxy)",
-      });
-    });
-    socket.once("error", (error) => {
-      const code = errorCode(error);
-      resolve({
-        ok: false,
-        detail: `cannot connect to ${host}:${port} (${code ?? describe(error)})`,
-        hint:
-          code === "ECONNREFUSED"
-            ? "nothing listens there: check the port in the URL and that the service is up"
-            : "check the network path to this host",
-      });
-    });
-  });
-}
-
-// The probe handshake verifies nothing by itself (rejectUnauthorized: false) so it can still show
-// the certificate when verification fails; it sends no data, and the verdict below applies the
-// same CA set and hostname check the proxy uses.
-function checkTls(
-  host: string,
-  port: number,
-  tls: UpstreamTls,
-  timeoutMs: number,
-): Promise<Outcome> {
-  let options: ReturnType<typeof buildTlsOptions>;
-  try {
-    options = buildTlsOptions(tls, process.env.NODE_EXTRA_CA_CERTS);
-  } catch (error) {
-    return Promise.resolve({
-      ok: false,
-      detail: `cannot load the TLS files (${describe(error)})`,
-      hint: "check tls.caFile / certFile / keyFile: the paths must exist and be readable",
-    });
-  }
-  const name = tls.serverName ?? host;
-  return new Promise((resolve) => {
-    const connectOptions: ConnectionOptions = {
-      ...options,
-      host,
-      port,
-      servername: isIP(name) ? undefined : name,
-      rejectUnauthorized: false,
-      timeout: timeoutMs,
-    };
-    const socket = connectTls(connectOptions);
-    socket.once("secureConnect", () => {
-      const cert = socket.getPeerCertificate(true);
-      const verdict = tlsVerdict(name, cert, socket.authorizationError, socket.getProtocol());
-      socket.destroy();
-      resolve(verdict);
-    });
-    socket.once("timeout", () => {
-      socket.destroy();
-      resolve({
-        ok: false,
-        detail: `no TLS handshake within ${timeoutMs} ms`,
-        hint: "is this port really HTTPS?",
-      });
-    });
-    socket.once("error", (error) => {
-      resolve({
-        ok: false,
-        detail: `TLS handshake failed (${describe(error)})`,
-        hint: /wrong version number|packet length too long/i.test(describe(error))
-          ? "the server does not speak TLS on this port: check the URL's scheme and port"
-          : "check that the server supports TLS 1.2 or later",
-      });
-    });
-  });
-}
-
-function tlsVerdict(
-  name: string,
-  cert: DetailedPeerCertificate,
-  authorizationError: Error | string | undefined,
-  protocol: string | null,
-): Outcome {
-  const subject = firstOf(cert.subject?.CN) ?? "(no CN)";
-  const issuer = firstOf(cert.issuer?.CN) ?? firstOf(cert.issuer?.O) ?? "(unknown)";
-  const notAfterMs = Date.parse(cert.valid_to);
-  const daysLeft = Math.floor((notAfterMs - Date.now()) / DAY_MS);
-  const san = cert.subjectaltname ?? "none";
-  const identityError = checkServerIdentity(name, cert);
-  const summary = `${protocol ?? "TLS"}, subject CN=${subject}, SAN ${san}, issuer CN=${issuer}, valid until ${new Date(notAfterMs).toISOString().slice(0, 10)} (${daysLeft} days left)`;
-  const rawCode =
-    typeof authorizationError === "string" ? authorizationError : errorCode(authorizationError);
-  // With SNI set, Node folds the hostname check into authorizationError; report it as such.
-  const code = rawCode === "ERR_TLS_CERT_ALTNAME_INVALID" ? undefined : rawCode;
-  if (code === "CERT_HAS_EXPIRED") {
-    return {
-      ok: false,
-      detail: `certificate expired: ${summary}`,
-      hint: "the server's certificate has expired: it must be renewed on the server",
-    };
-  }
-  if (code === "CERT_NOT_YET_VALID") {
-    return {
-      ok: false,
-      detail: `certificate not yet valid: ${summary}`,
-      hint: "check this machine's clock",
-    };
-  }
-  if (code !== undefined) {
-    return {
-      ok: false,
-      detail: `certificate not trusted (${code}): ${summary}`,
-      hint: `it is signed by "${issuer}", a CA this machine does not trust: set tls.caFile to the CA that signed it`,
-    };
-  }
-  if (identityError || rawCode === "ERR_TLS_CERT_ALTNAME_INVALID") {
-    return {
-      ok: false,
-      detail: `certificate does not match ${name}: ${summary}`,
-      hint: `the certificate is for ${san}: use one of those names in the URL, or set tls.serverName`,
-    };
-  }
-  const warning = daysLeft < EXPIRY_WARNING_DAYS ? " — expires soon, renew it" : "";
-  return { ok: true, detail: `${summary}, matches ${name}${warning}` };
-}
-
 function describeToken(
   upstream: UpstreamConfig,
   token: {
@@ -406,13 +246,13 @@ async function probeApi(
     });
     await response.body.dump().catch(() => {});
     const status = response.statusCode;
-    const detail = `GET ${path} → ${status} in ${ms(started)} ms`;
+    const detail = `GET ${path} → ${status} in ${msSince(started)} ms`;
     if (status < 300) return { ok: true, detail };
     return { ok: false, detail, hint: apiHint(status, upstream) };
   } catch (error) {
     return {
       ok: false,
-      detail: `GET ${path} failed (${describe(error)})`,
+      detail: `GET ${path} failed (${describeError(error)})`,
       hint: "see the DNS/TCP/TLS steps above",
     };
   } finally {
@@ -434,21 +274,4 @@ function apiHint(status: number, upstream: UpstreamConfig): string {
     return "the API redirects: use the final URL as baseUrl (redirects are never followed)";
   if (status >= 500) return "the API failed on its side";
   return "the API refused the request";
-}
-
-function firstOf(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
-}
-
-function errorCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null | undefined)?.code;
-  return typeof code === "string" ? code : undefined;
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-function ms(started: number): number {
-  return Math.round(performance.now() - started);
 }

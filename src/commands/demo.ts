@@ -4,6 +4,7 @@
  */
 import { loadConfig } from "../config/load.js";
 import { startEmulator } from "../emulator/emulator.js";
+import type { Emulator } from "../emulator/types.js";
 import { startProxy } from "../main.js";
 import { createLogger } from "../observability/logger.js";
 import { announce } from "./run.js";
@@ -61,21 +62,14 @@ export async function demoCommand(values: Values): Promise<number> {
         ? "pretty"
         : "json";
   const emulator = await startEmulator({ port: emulatorPort });
-  const config = await loadConfig({
-    configText: demoConfigYaml({
-      emulatorUrl: emulator.url,
-      caFile: emulator.caFile,
-      port: proxyPort,
-      adminPort,
-      logFormat,
-    }),
-    env: {},
-  });
-  const logger = createLogger({ level: config.log.level, format: config.log.format });
-  const running = await startProxy(config, {
-    logger,
-    handleSignals: true,
-    onStopped: () => emulator.close(),
+  const { config, logger, running } = await startDemoProxy(emulator, {
+    port: proxyPort,
+    adminPort,
+    logFormat,
+  }).catch(async (error: unknown) => {
+    // A listening emulator would keep the process alive after the error is reported.
+    await emulator.close().catch(() => {});
+    throw error;
   });
   announce(config, logger, running.addresses);
   const p = running.addresses.proxy[0]?.port ?? proxyPort;
@@ -99,4 +93,22 @@ export async function demoCommand(values: Values): Promise<number> {
     ].join("\n"),
   );
   return running.done;
+}
+
+/** The proxy in front of the demo's emulator, stopping the emulator when it stops. */
+async function startDemoProxy(
+  emulator: Emulator,
+  opts: { port: number; adminPort: number; logFormat: string },
+) {
+  const config = await loadConfig({
+    configText: demoConfigYaml({ emulatorUrl: emulator.url, caFile: emulator.caFile, ...opts }),
+    env: {},
+  });
+  const logger = createLogger({ level: config.log.level, format: config.log.format });
+  const running = await startProxy(config, {
+    logger,
+    handleSignals: true,
+    onStopped: () => emulator.close(),
+  });
+  return { config, logger, running };
 }

@@ -67,7 +67,7 @@ export function interpolateString(
     const m = REFERENCE.exec(body);
     if (!m) {
       // In a secret the "reference" may be part of the secret itself: don't echo it.
-      const found = options.sensitive ? 'a malformed "${…}"' : `"\${${body}}"`;
+      const found = options.sensitive ? `a malformed "\${…}"` : `"\${${body}}"`;
       result.errors.push(
         `expected \${NAME} or \${NAME:-default}, found ${found} (write "$\${" for a literal "\${")`,
       );

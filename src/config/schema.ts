@@ -48,7 +48,11 @@ export const TlsSettings = T.Object(
     certFile: T.Optional(T.String({ minLength: 1 })),
     /** Private key (PEM) for `certFile`. */
     keyFile: T.Optional(T.String({ minLength: 1 })),
-    /** Server name for SNI and certificate checks, when it differs from the URL's host. */
+    /**
+     * Server name for SNI and certificate checks, when it differs from baseUrl's host. Applies to
+     * the token endpoint only when it is on baseUrl's origin (a `tokenUrl` elsewhere is checked
+     * against its own host).
+     */
     serverName: T.Optional(T.String({ minLength: 1 })),
   },
   { additionalProperties: false },

@@ -14,9 +14,15 @@ const LIMIT_TEXT = `${Math.floor(MAX_DURATION_MS / 3_600_000)}h (${MAX_DURATION_
 /** Report every well-formed duration longer than MAX_DURATION_MS (malformed ones are the schema's). */
 export function validateDurations(doc: unknown, issues: IssueList): void {
   const walk = (node: unknown, path: IssuePath): void => {
-    if (Array.isArray(node)) node.forEach((item, i) => walk(item, [...path, i]));
-    else if (isObject(node)) for (const [k, v] of Object.entries(node)) walk(v, [...path, k]);
-    else if (typeof node === "string" || typeof node === "number") checkLeaf(node, path);
+    if (Array.isArray(node)) {
+      node.forEach((item, i) => {
+        walk(item, [...path, i]);
+      });
+    } else if (isObject(node)) {
+      for (const [k, v] of Object.entries(node)) walk(v, [...path, k]);
+    } else if (typeof node === "string" || typeof node === "number") {
+      checkLeaf(node, path);
+    }
   };
   const checkLeaf = (value: string | number, path: IssuePath): void => {
     const ms = toMs(value);

@@ -62,7 +62,7 @@ interface Held401 {
   size: number;
 }
 
-/** Starts the exchange; `onDone` is called exactly once. Returns an abort for client hang-ups. */
+/** Starts the exchange; `onDone` is called exactly once. Call `abortFromClient` on hang-up. */
 export function startExchange(options: ExchangeOptions): Exchange {
   const exchange = new Exchange(options);
   exchange.dispatch();
@@ -118,7 +118,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (this.finished) return;
     this.clientGone = true;
     // done() first: the abort calls onResponseError synchronously, which must see us finished.
-    this.done({ status: 499, errorCode: "client_closed", cause: undefined });
+    const status = this.responseStarted ? this.o.res.statusCode : 499;
+    this.done({ status, errorCode: "client_closed", cause: undefined });
     this.controller?.abort(new Error("client closed the connection"));
   }
 

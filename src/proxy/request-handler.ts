@@ -170,111 +170,127 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       else finish({ status: 499, replayed: false, errorCode: "client_closed", cause: undefined });
     });
 
-    const guard = checkRequest(req, limits, isKnownHost);
-    if (guard.kind === "reject") {
-      // A request this malformed says nothing good about the rest of the connection's bytes.
-      fail(guard.code, guard.message, { headers: guard.headers, close: true });
-      return;
+    try {
+      proceed();
+    } catch (err) {
+      // A bug or a failing dependency (token registry, dispatcher lookup) must cost one request,
+      // never the process: an exception here would otherwise escape into Node's parser.
+      deps.logger.error({ err, upstream: upstreamName }, "request handler failed");
+      fail("internal_error", "internal error", { cause: err, close: true });
     }
-    pathname = guard.pathname;
-    const upstream = router.route(guard.authority, guard.pathname);
-    if (!upstream) {
-      fail(
-        "no_route",
-        `no upstream matches this request; configured routes: ${router.routesDescription}`,
-      );
-      return;
-    }
-    const route = routes.get(upstream.name)!;
-    upstreamName = upstream.name;
-    routed = true;
-    metrics.requestsInFlight.inc({ upstream: upstreamName });
 
-    const injected = route.injector.build(req.rawHeaders, {
-      remoteAddress: req.socket.remoteAddress,
-      authority: guard.authority,
-    });
-    if (injected.kind === "reject") {
-      fail("bad_request", injected.message);
-      return;
-    }
-    const plan = planBody(req, upstream.replayBodyLimitBytes);
-    const tokens = deps.tokenFor(upstream.name);
-    const path = upstreamPath(upstream, guard.pathAndQuery);
-
-    const dispatch = (token: AccessToken, body: Buffer | Readable | null) => {
-      if (finished) return;
-      try {
-        injected.headers[injected.authorizationIndex] = route.injector.authorization(token);
-      } catch (err) {
-        fail("internal_error", "the token can't be sent in a header", { cause: err });
+    function proceed(): void {
+      const guard = checkRequest(req, limits, isKnownHost);
+      if (guard.kind === "reject") {
+        // A request this malformed says nothing good about the rest of the connection's bytes.
+        fail(guard.code, guard.message, { headers: guard.headers, close: true });
         return;
       }
-      const exchange = startExchange({
-        req,
-        res,
-        upstream,
-        tokens,
-        dispatcher: deps.dispatcherFor(upstream.name),
-        method,
-        path,
-        headers: injected.headers,
-        authorizationIndex: injected.authorizationIndex,
-        authorization: route.injector.authorization,
-        token,
-        body,
-        closeConnection,
-        onDone: (outcome) => {
-          exchangeAbort = undefined;
-          finish(outcome);
-        },
-      });
-      if (!finished) exchangeAbort = () => exchange.abortFromClient();
-    };
+      pathname = guard.pathname;
+      const upstream = router.route(guard.authority, guard.pathname);
+      if (!upstream) {
+        fail(
+          "no_route",
+          `no upstream matches this request; configured routes: ${router.routesDescription}`,
+        );
+        return;
+      }
+      const route = routes.get(upstream.name)!;
+      upstreamName = upstream.name;
+      routed = true;
+      metrics.requestsInFlight.inc({ upstream: upstreamName });
 
-    // Fast path: a cached token and no body — no promise, no allocation beyond the exchange.
-    const cached = tokens.peekToken();
-    if (cached && plan.kind === "none") {
-      dispatch(cached, null);
-      return;
-    }
-    void (async () => {
-      try {
-        let token = cached;
-        if (!token) {
-          abortWait = new AbortController();
-          token = await tokens.getToken(abortWait.signal);
-        }
+      const injected = route.injector.build(req.rawHeaders, {
+        remoteAddress: req.socket.remoteAddress,
+        authority: guard.authority,
+      });
+      if (injected.kind === "reject") {
+        fail("bad_request", injected.message);
+        return;
+      }
+      const plan = planBody(req, upstream.replayBodyLimitBytes);
+      const tokens = deps.tokenFor(upstream.name);
+      const path = upstreamPath(upstream, guard.pathAndQuery);
+
+      const dispatch = (token: AccessToken, body: Buffer | Readable | null) => {
         if (finished) return;
-        let body: Buffer | Readable | null = null;
-        if (plan.kind === "buffer") {
-          const buffered = await readBodyToBuffer(req, plan.length, upstream.timeouts.bodyIdleMs);
-          bytesIn = () => buffered.length;
-          body = buffered;
-        } else if (plan.kind === "stream") {
-          const streamed = streamBody(req, upstream.timeouts.bodyIdleMs, (err) => {
-            if (err.reason === "timeout") exchangeAbortForTimeout();
-          });
-          bytesIn = streamed.bytesRead;
-          body = streamed.stream;
-        }
-        if (finished) return;
-        dispatch(token, body);
-      } catch (err) {
-        if (finished) return;
-        if (err instanceof ClientBodyError) {
-          if (err.reason === "timeout") fail("request_timeout", "request body stalled");
-          else
-            finish({ status: 499, replayed: false, errorCode: "client_closed", cause: undefined });
+        try {
+          injected.headers[injected.authorizationIndex] = route.injector.authorization(token);
+        } catch (err) {
+          fail("internal_error", "the token can't be sent in a header", { cause: err });
           return;
         }
-        const mapped = mapUpstreamError(err, upstream.name);
-        fail(mapped.code, mapped.message, {
-          retryAfterSeconds: mapped.retryAfterSeconds,
-          cause: err,
+        const exchange = startExchange({
+          req,
+          res,
+          upstream,
+          tokens,
+          dispatcher: deps.dispatcherFor(upstream.name),
+          method,
+          path,
+          headers: injected.headers,
+          authorizationIndex: injected.authorizationIndex,
+          authorization: route.injector.authorization,
+          token,
+          body,
+          closeConnection,
+          onDone: (outcome) => {
+            exchangeAbort = undefined;
+            finish(outcome);
+          },
         });
+        if (!finished) exchangeAbort = () => exchange.abortFromClient();
+      };
+
+      // Fast path: a cached token and no body — no promise, no allocation beyond the exchange.
+      const cached = tokens.peekToken();
+      if (cached && plan.kind === "none") {
+        dispatch(cached, null);
+        return;
       }
-    })();
+      void (async () => {
+        try {
+          let token = cached;
+          if (!token) {
+            abortWait = new AbortController();
+            token = await tokens.getToken(abortWait.signal);
+          }
+          if (finished) return;
+          let body: Buffer | Readable | null = null;
+          if (plan.kind === "buffer") {
+            const buffered = await readBodyToBuffer(req, plan.length, upstream.timeouts.bodyIdleMs);
+            bytesIn = () => buffered.length;
+            body = buffered;
+          } else if (plan.kind === "stream") {
+            const streamed = streamBody(req, upstream.timeouts.bodyIdleMs, (err) => {
+              if (err.reason === "timeout") exchangeAbortForTimeout();
+            });
+            bytesIn = streamed.bytesRead;
+            body = streamed.stream;
+          }
+          if (finished) return;
+          dispatch(token, body);
+        } catch (err) {
+          if (finished) return;
+          if (err instanceof ClientBodyError) {
+            if (err.reason === "timeout") fail("request_timeout", "request body stalled");
+            else
+              finish({
+                status: 499,
+                replayed: false,
+                errorCode: "client_closed",
+                cause: undefined,
+              });
+            return;
+          }
+          const mapped = mapUpstreamError(err, upstream.name);
+          fail(mapped.code, mapped.message, {
+            retryAfterSeconds: mapped.retryAfterSeconds,
+            cause: err,
+          });
+        }
+      })();
+    }
 
     /** A streamed upload stalled: answer 408 if we still can, and stop the upstream request. */
     function exchangeAbortForTimeout() {

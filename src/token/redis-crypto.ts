@@ -8,6 +8,7 @@
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 import type { SharedToken } from "./redis-types.js";
+import { isBearerTokenSyntax } from "./token-response.js";
 
 const FORMAT_VERSION = 1;
 const IV_BYTES = 12;
@@ -71,7 +72,8 @@ export function decryptToken(
 function parseSharedToken(value: unknown): SharedToken | undefined {
   if (typeof value !== "object" || value === null) return undefined;
   const v = value as Record<string, unknown>;
-  if (typeof v.accessToken !== "string" || v.accessToken === "") return undefined;
+  // Authenticated, but checked like a token response all the same before it can reach a header.
+  if (typeof v.accessToken !== "string" || !isBearerTokenSyntax(v.accessToken)) return undefined;
   if (typeof v.tokenType !== "string") return undefined;
   if (v.scope !== undefined && typeof v.scope !== "string") return undefined;
   if (!Number.isFinite(v.obtainedAtWallMs) || !Number.isFinite(v.expiresAtWallMs)) return undefined;

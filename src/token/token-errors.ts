@@ -1,8 +1,7 @@
 /**
- * The errors a token source hands to requests, and how it reports failed fetches. Messages
- * name the upstream and the token endpoint's own error; never a secret or a token.
+ * The errors a token source hands to requests. Messages name the upstream and the token
+ * endpoint's own error; never a secret or a token.
  */
-import type { Logger } from "pino";
 import { BearerProxyError } from "../errors.js";
 
 /** Any failure of a fetch as a BearerProxyError (unknown errors count as network errors). */
@@ -51,32 +50,4 @@ export function unavailableError(input: UnavailableInput): BearerProxyError {
       ...(lastError ? { cause: lastError } : {}),
     },
   );
-}
-
-/** Log a failed fetch; configuration faults at error level with what to check. */
-export function logFetchFailure(
-  log: Logger,
-  error: BearerProxyError,
-  fields: { retryInS: number; servingCachedToken: boolean; failures: number },
-): void {
-  const record = {
-    code: error.code,
-    idpError: error.details?.idpError,
-    status: error.details?.status,
-    ...fields,
-    err: error.message,
-  };
-  if (error.details?.idpError === "invalid_client") {
-    log.error(
-      record,
-      "the token endpoint rejected the client credentials (invalid_client): check clientId/clientSecret",
-    );
-  } else if (error.code === "BP_ERR_TOKEN_REJECTED") {
-    log.error(
-      record,
-      "the token endpoint refused the token request: check the upstream's token settings",
-    );
-  } else {
-    log.warn(record, "token refresh failed");
-  }
 }

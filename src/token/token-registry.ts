@@ -12,6 +12,7 @@ import type { Metrics } from "../observability/metrics.js";
 import { type Clock, systemClock } from "./clock.js";
 import { hashValue } from "./fingerprint.js";
 import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
+import { emptyTokenStatus } from "./token-status.js";
 import type { AccessToken, TokenProvider, TokenStatus } from "./types.js";
 
 export interface TokenRegistryOptions {
@@ -138,7 +139,10 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
     statuses() {
       const result = new Map<string, TokenStatus>();
       for (const [name, group] of groupOf) {
-        result.set(name, cache.peek(group.key)?.status() ?? emptyTokenStatus(closed ? "closed" : "idle"));
+        result.set(
+          name,
+          cache.peek(group.key)?.status() ?? emptyTokenStatus(closed ? "closed" : "idle"),
+        );
       }
       return result;
     },
@@ -179,23 +183,4 @@ function sourceKey(source: SecretSource): string {
 
 function sorted(record: Readonly<Record<string, string>>): [string, string][] {
   return Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-}
-
-/**
- * The status of a credential with no live source: "idle" (never used, or evicted) or "closed"
- * (the registry shut down). Nothing fetched, nothing failed.
- */
-export function emptyTokenStatus(state: "idle" | "closed"): TokenStatus {
-  return {
-    state,
-    fingerprint: undefined,
-    scope: undefined,
-    expiresAtWallMs: undefined,
-    lastFetchAtWallMs: undefined,
-    lastFetchDurationMs: undefined,
-    lastError: undefined,
-    nextRefreshAtWallMs: undefined,
-    fetchCount: 0,
-    failureCount: 0,
-  };
 }

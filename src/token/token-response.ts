@@ -25,6 +25,11 @@ export const MAX_EXPIRES_IN_SECONDS = 24 * 60 * 60;
 /** RFC 6750 §2.1 b64token: nothing that could break or extend an Authorization header. */
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 
+/** Whether `value` may follow `Bearer ` in an Authorization header (RFC 6750 b64token). */
+export function isBearerTokenSyntax(value: string): boolean {
+  return B64TOKEN.test(value);
+}
+
 /** RFC 6749 §5.2 codes that mean our configuration is wrong: retrying soon cannot help. */
 const REJECTION_ERRORS = new Set([
   "invalid_client",
@@ -72,7 +77,7 @@ export function parseTokenResponse(
   if (typeof access_token !== "string" || access_token.length === 0) {
     throw invalid("access_token is missing or not a non-empty string");
   }
-  if (!B64TOKEN.test(access_token)) {
+  if (!isBearerTokenSyntax(access_token)) {
     // Never echo it: a token with CR/LF or spaces would corrupt the Authorization header.
     throw invalid("access_token contains characters not allowed in a bearer token (RFC 6750)");
   }

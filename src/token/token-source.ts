@@ -18,8 +18,10 @@ import {
   type Credentials,
   createCredentialReader,
 } from "./secret-reader.js";
-import { logFetchFailure, toTokenError, unavailableError } from "./token-errors.js";
+import { toTokenError, unavailableError } from "./token-errors.js";
 import { type CachedToken, isUsable, planToken } from "./token-lifetime.js";
+import { logFetchFailure, logFetchSuccess, round1 } from "./token-log.js";
+import { describeTokenStatus } from "./token-status.js";
 import type { AccessToken, TokenProvider, TokenStatus } from "./types.js";
 import { createWaiterSet } from "./waiters.js";
 
@@ -180,24 +182,11 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     for (const upstream of labels) {
       options.metrics?.tokenExpiryTimestampSeconds.set({ upstream }, token.expiresAtWallMs / 1000);
     }
-    log.info(
-      {
-        fingerprint: token.fingerprint,
-        lifetimeS: lifetimeMs / 1000,
-        scope: token.scope,
-        refreshInS: round1((refreshAtMs - now) / 1000),
-        durationMs: Math.round(now - startMs),
-      },
-      "token fetched",
-    );
-    if (response.expiresInClamped)
-      log.warn("token endpoint sent expires_in above 24 h; clamped to 24 h");
-    if (response.expiresInSeconds === undefined) {
-      log.info(
-        { defaultLifetimeS: lifetimeMs / 1000 },
-        "token response had no expires_in; assuming the default",
-      );
-    }
+    logFetchSuccess(log, token, {
+      response,
+      refreshInMs: refreshAtMs - now,
+      durationMs: now - startMs,
+    });
     const fresh = usableToken();
     if (fresh) {
       waiters.resolveAll(fresh);
@@ -314,35 +303,20 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       startFetch();
     },
     status(): TokenStatus {
-      const current = closed ? undefined : usableToken();
-      let state: TokenStatus["state"];
-      if (closed) state = "closed";
-      else if (current) state = consecutiveFailures > 0 ? "degraded" : "valid";
-      else if (inflight && consecutiveFailures === 0) state = "fetching";
-      else if (lastError) state = "failed";
-      else state = inflight ? "fetching" : "idle";
-      return {
-        state,
-        fingerprint: current?.fingerprint,
-        scope: current?.scope,
-        expiresAtWallMs: current?.expiresAtWallMs,
+      return describeTokenStatus({
+        closed,
+        current: closed ? undefined : usableToken(),
+        inflight,
+        consecutiveFailures,
+        lastError,
+        lastErrorAtWallMs,
         lastFetchAtWallMs,
         lastFetchDurationMs,
-        lastError:
-          lastError && lastErrorAtWallMs !== undefined
-            ? {
-                code: lastError.publicCode,
-                message: lastError.message,
-                atWallMs: lastErrorAtWallMs,
-              }
-            : undefined,
-        nextRefreshAtWallMs:
-          nextAttemptAtMs === undefined
-            ? undefined
-            : clock.wallNow() + (nextAttemptAtMs - clock.now()),
+        nextAttemptAtMs,
+        clock,
         fetchCount,
         failureCount,
-      };
+      });
     },
     close() {
       if (closed) return;
@@ -367,8 +341,4 @@ function defaultFetch(options: TokenSourceOptions, clock: Clock) {
       signal,
       wallNow: () => clock.wallNow(),
     });
-}
-
-function round1(value: number): number {
-  return Math.round(value * 10) / 10;
 }

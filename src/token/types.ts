@@ -61,7 +61,8 @@ export interface TokenProvider {
   peekToken(): AccessToken | undefined;
   /**
    * The upstream answered 401 to `token`: drop it if it is still the cached one and older than
-   * minAgeBeforeInvalidateMs. Returns true if a refresh was started.
+   * minAgeBeforeInvalidateMs. Returns true if it was dropped; a fetch then follows as soon as
+   * a pending backoff and minRefreshIntervalMs allow.
    */
   invalidate(token: AccessToken): boolean;
   /** Start the first fetch now (prefetch) if none has happened. */

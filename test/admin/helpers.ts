@@ -2,13 +2,13 @@ import { Writable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import { createAdminServer } from "../../src/admin/admin-server.js";
 import type { ProxyConfig, UpstreamConfig } from "../../src/config/types.js";
-import { makeProxyConfig, makeUpstreamConfig } from "../helpers/upstream-config.js";
 import { createLifecycle, type Lifecycle } from "../../src/lifecycle.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { fingerprint } from "../../src/token/fingerprint.js";
-import { emptyTokenStatus } from "../../src/token/token-registry.js";
+import { emptyTokenStatus } from "../../src/token/token-status.js";
 import type { TokenStatus } from "../../src/token/types.js";
+import { makeProxyConfig, makeUpstreamConfig } from "../helpers/upstream-config.js";
 
 export { makeProxyConfig, makeUpstreamConfig } from "../helpers/upstream-config.js";
 

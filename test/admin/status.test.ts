@@ -161,7 +161,11 @@ describe("GET /status", () => {
     admin = buildTestAdmin({
       upstreams: [
         // Validation refuses such a URL; /status hides the credentials all the same.
-        makeUpstreamConfig("files", {}, { baseUrl: "https://user:pa55word@files.example.test/api" }),
+        makeUpstreamConfig(
+          "files",
+          {},
+          { baseUrl: "https://user:pa55word@files.example.test/api" },
+        ),
       ],
     });
     const res = await admin.app.inject({ method: "GET", url: "/status" });

@@ -22,7 +22,10 @@ afterEach(async () => {
 
 function build(configText: string): Promise<App> {
   return loadConfig({ configText, env: {} }).then((config) => {
-    const app = buildApp(config, { logger, metrics: createMetrics({ collectProcessMetrics: false }) });
+    const app = buildApp(config, {
+      logger,
+      metrics: createMetrics({ collectProcessMetrics: false }),
+    });
     apps.push(app);
     return app;
   });

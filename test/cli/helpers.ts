@@ -149,7 +149,7 @@ function spawnCli(args: string[], options: CliOptions): CliProcess {
     done = true;
   });
 
-  const waitForOutput = (pattern: RegExp, timeoutMs = 15_000): Promise<RegExpMatchArray> =>
+  const waitForOutput = (pattern: RegExp, timeoutMs = 25_000): Promise<RegExpMatchArray> =>
     new Promise((resolveMatch, reject) => {
       const check = () => {
         const match = output.match(pattern);
@@ -180,7 +180,7 @@ function spawnCli(args: string[], options: CliOptions): CliProcess {
     output: () => output,
     exited,
     waitForOutput,
-    async ports(timeoutMs = 15_000) {
+    async ports(timeoutMs = 25_000) {
       const [line] = await waitForOutput(/^\{.*"proxyPorts".*\}$/m, timeoutMs);
       const record = JSON.parse(line) as { proxyPorts: number[]; adminPort: number };
       return {
@@ -241,7 +241,7 @@ export async function pollUntil(
 }
 
 /** Wait until GET {adminUrl}/readyz answers 200. */
-export function waitUntilReady(adminUrl: string, timeoutMs = 10_000): Promise<void> {
+export function waitUntilReady(adminUrl: string, timeoutMs = 15_000): Promise<void> {
   return pollUntil(
     async () => (await httpCall(`${adminUrl}/readyz`)).status === 200,
     timeoutMs,
@@ -307,3 +307,20 @@ export function logRecords(output: string): Record<string, unknown>[] {
 
 /** A JWT: three base64url parts separated by dots. */
 export const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/** A config file for one upstream at a running emulator (demo client), ports 0, on 127.0.0.1. */
+export function emulatorConfigYaml(
+  emulator: { url: string; caFile: string },
+  options: { drainDelay?: string; timeout?: string } = {},
+): string {
+  return `listen: { host: 127.0.0.1, port: 0 }
+admin: { host: 127.0.0.1, port: 0 }
+shutdown: { drainDelay: ${options.drainDelay ?? "1s"}, timeout: ${options.timeout ?? "3s"} }
+upstreams:
+  - name: emu
+    baseUrl: ${emulator.url}
+    clientId: demo-client
+    clientSecret: demo-secret
+    tls: { caFile: ${JSON.stringify(emulator.caFile)} }
+`;
+}

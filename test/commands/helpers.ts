@@ -1,7 +1,11 @@
 import { PassThrough } from "node:stream";
 import type { ProxyConfig, UpstreamConfig } from "../../src/config/types.js";
 import type { Emulator } from "../../src/emulator/types.js";
-import { DEMO_CREDENTIALS, makeProxyConfig, makeUpstreamConfig } from "../helpers/upstream-config.js";
+import {
+  DEMO_CREDENTIALS,
+  makeProxyConfig,
+  makeUpstreamConfig,
+} from "../helpers/upstream-config.js";
 
 export interface Captured {
   stream: PassThrough;

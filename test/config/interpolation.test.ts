@@ -194,7 +194,7 @@ describe("interpolation while loading", () => {
       {
         path: "upstreams[0] (api).clientSecret",
         message:
-          'expected \${NAME} or \${NAME:-default}, found a malformed "\${…}" (write "$\${" for a literal "\${") (line 5)',
+          'expected ${NAME} or ${NAME:-default}, found a malformed "${…}" (write "$${" for a literal "${") (line 5)',
       },
     ]);
     expect(JSON.stringify(issues)).not.toContain("hunter2");

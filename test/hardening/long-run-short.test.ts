@@ -32,7 +32,10 @@ const OLD = { clientId: "rot-old", clientSecret: "old-secret-Ω+&" };
 const NEW = { clientId: "rot-new", clientSecret: "new-secret-✓%=" };
 
 /** A secret volume as Kubernetes mounts it: files are symlinks into `..data`, swapped atomically. */
-function createSecretVolume(): { dir: string; write(version: number, id: string, secret: string): void } {
+function createSecretVolume(): {
+  dir: string;
+  write(version: number, id: string, secret: string): void;
+} {
   const dir = mkdtempSync(join(tmpdir(), "bp-secret-volume-"));
   const write = (version: number, id: string, secret: string) => {
     const target = `..v${version}`;
@@ -137,7 +140,9 @@ describe("long run, short variant", () => {
       return window ? [window] : [];
     });
     const failed = answers.filter((a) => a.status !== 200);
-    const whileValid = failed.filter((a) => windows.some(([from, to]) => a.startMs >= from && a.startMs <= to));
+    const whileValid = failed.filter((a) =>
+      windows.some(([from, to]) => a.startMs >= from && a.startMs <= to),
+    );
     expect(whileValid.map((a) => `${a.startMs - startMs} ms: ${a.status} ${a.code}`)).toEqual([]);
     for (const answer of failed) {
       expect(answer.status).toBe(503);

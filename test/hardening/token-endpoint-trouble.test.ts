@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { Agent, type Dispatcher } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulator } from "../../src/emulator/emulator.js";
@@ -7,6 +6,7 @@ import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/a
 import { startFakeUpstream } from "../helpers/fake-upstreams.js";
 import { createTestPki, type TestPki } from "../helpers/tls.js";
 import { type Scenario, startScenario } from "./support/scenario.js";
+import { COLD_CASES, dispatchByClient, json, MARK, WARM_CASES } from "./support/token-faults.js";
 import { startTokenTap, type TokenTap } from "./support/token-tap.js";
 import {
   type Answer,
@@ -26,7 +26,9 @@ import {
  * valid token, the proxy recovers without a restart — and a token fetched before the trouble
  * keeps being used while it is valid.
  *
- * Each test owns its emulator and app, so they run concurrently and the file stays short.
+ * Cases that behave alike share one world (one emulator, one app, an upstream per case) and
+ * are loaded all at once; the others own their emulator and run concurrently. The broken
+ * endpoints themselves are in support/token-faults.ts.
  */
 
 /** Short policy so every scenario plays out in about a second. */
@@ -45,53 +47,11 @@ const MIN_REFRESH_INTERVAL_MS = 250;
  * by waitTimeout would take at least the whole load phase (1.5 s) or hang.
  */
 const SLACK_MS = 700;
-/** A marker inside every forbidden token value, searched for in logs and upstream traffic. */
-const MARK = "FORBIDDENTOKENMARK";
 
 let pki: TestPki;
 beforeAll(async () => {
   pki = await createTestPki();
 });
-
-function json(
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-): TokenFaultHandler {
-  return (_req: IncomingMessage, res: ServerResponse) => {
-    const text = JSON.stringify(body);
-    res.writeHead(status, {
-      "content-type": "application/json",
-      "content-length": Buffer.byteLength(text),
-      ...headers,
-    });
-    res.end(text);
-  };
-}
-
-function html(status: number): TokenFaultHandler {
-  return (_req, res) => {
-    res.writeHead(status, { "content-type": "text/html; charset=utf-8" });
-    res.end(
-      "<!doctype html><html><body><h1>Service Temporarily Unavailable</h1><p>nginx</p></body></html>",
-    );
-  };
-}
-
-/** A token response that is fine except for `patch`. */
-function tokenWith(patch: Record<string, unknown>): TokenFaultHandler {
-  return json(200, {
-    access_token: "abc.def.ghi",
-    token_type: "Bearer",
-    expires_in: 599,
-    ...patch,
-  });
-}
-
-const hang: TokenFaultHandler = () => {
-  // Never answer; the emulator destroys the socket when it closes.
-};
-const reset: TokenFaultHandler = (req) => req.socket.destroy();
 
 /** Every answer is the proxy's own error, in its documented shape, within the wait bound. */
 function expectDocumentedError(
@@ -137,116 +97,6 @@ async function retryUntilOk(
 async function expectRecovery(scenario: Scenario, withinMs = 4_000): Promise<void> {
   await retryUntilOk(scenario.url("/echo/recovered"), scenario.agent, withinMs);
 }
-
-interface ColdCase {
-  name: string;
-  fault: TokenFaultHandler;
-  status?: number;
-  code?: string;
-  /** What the token component's log must say about the failure (clients get a fixed text). */
-  message?: RegExp;
-}
-
-const COLD_CASES: ColdCase[] = [
-  {
-    name: "a hang (bounded by token.timeout)",
-    fault: hang,
-    message: /did not answer within 300 ms/,
-  },
-  { name: "a connection reset", fault: reset, message: /failed/ },
-  {
-    name: "an HTML 500 error page",
-    fault: html(500),
-    message: /answered 500 \(content type text\/html/,
-  },
-  {
-    name: "an HTML 200 page (captive portal)",
-    fault: html(200),
-    message: /content type text\/html.*expected application\/json/,
-  },
-  {
-    name: "a non-JSON body labelled JSON",
-    fault: (_req, res) =>
-      res.writeHead(200, { "content-type": "application/json" }).end("{not json"),
-    message: /invalid token response/,
-  },
-  { name: "a JSON array", fault: json(200, []), message: /not a JSON object/ },
-  {
-    name: "access_token a number",
-    fault: tokenWith({ access_token: 12345 }),
-    message: /access_token/,
-  },
-  { name: "access_token null", fault: tokenWith({ access_token: null }), message: /access_token/ },
-  { name: "access_token empty", fault: tokenWith({ access_token: "" }), message: /access_token/ },
-  {
-    name: "token_type an array",
-    fault: tokenWith({ token_type: ["Bearer"] }),
-    message: /token_type/,
-  },
-  { name: "token_type mac", fault: tokenWith({ token_type: "mac" }), message: /token_type/ },
-  { name: "scope a number", fault: tokenWith({ scope: 7 }), message: /scope/ },
-  {
-    name: "expires_in zero",
-    fault: tokenWith({ expires_in: 0 }),
-    message: /expires_in is the number 0/,
-  },
-  {
-    name: "expires_in negative",
-    fault: tokenWith({ expires_in: -60 }),
-    message: /expires_in is the number -60/,
-  },
-  {
-    name: "expires_in a string",
-    fault: tokenWith({ expires_in: "599" }),
-    message: /expires_in is a string/,
-  },
-  {
-    name: "expires_in a fraction",
-    fault: tokenWith({ expires_in: 1.5 }),
-    message: /expires_in is not an integer/,
-  },
-  {
-    name: "CR/LF in access_token",
-    fault: tokenWith({ access_token: `abc\r\nX-Injected: ${MARK}` }),
-    message: /RFC 6750/,
-  },
-  {
-    name: "a bare LF in access_token",
-    fault: tokenWith({ access_token: `abc${MARK}\n` }),
-    message: /RFC 6750/,
-  },
-  {
-    name: "a space in access_token",
-    fault: tokenWith({ access_token: `abc ${MARK}` }),
-    message: /RFC 6750/,
-  },
-  {
-    name: "a tab in access_token",
-    fault: tokenWith({ access_token: `abc\t${MARK}` }),
-    message: /RFC 6750/,
-  },
-  {
-    name: "a NUL in access_token",
-    fault: tokenWith({ access_token: `abc\u0000${MARK}` }),
-    message: /RFC 6750/,
-  },
-  {
-    name: "a 400 invalid_request",
-    fault: json(400, { error: "invalid_request" }),
-    message: /invalid_request/,
-  },
-  {
-    name: "invalid_client",
-    fault: json(
-      401,
-      { error: "invalid_client", error_description: "client authentication failed" },
-      { "www-authenticate": 'Basic realm="x"' },
-    ),
-    status: 502,
-    code: "token_rejected",
-    message: /invalid_client.*check clientId\/clientSecret/,
-  },
-];
 
 /**
  * All cold cases share one emulator and one app: upstream `case-<i>` (path prefix `/case-<i>`)
@@ -315,7 +165,8 @@ describe("token endpoint trouble, proxy cold (no token yet)", () => {
       expectDocumentedError(answers, status, code, `case-${i}`);
       // The operator learns what went wrong from the log. (Under CPU starvation a TLS connect
       // alone can exceed the 300 ms token timeout, so some attempts may name the timeout.)
-      if (message) expect(failureLog(aut.records, `case-${i}`)).toContainEqual(expect.stringMatching(message));
+      if (message)
+        expect(failureLog(aut.records, `case-${i}`)).toContainEqual(expect.stringMatching(message));
       // However many clients wait, the token endpoint sees at most one request per minRefreshInterval.
       expect(times.length).toBeGreaterThan(0);
       expect(maxInWindow(times, 1_000)).toBeLessThanOrEqual(1_000 / MIN_REFRESH_INTERVAL_MS + 1);
@@ -341,24 +192,6 @@ describe("token endpoint trouble, proxy cold (no token yet)", () => {
     for (const status of aut.app.tokens.statuses().values()) expect(status.state).toBe("valid");
   });
 });
-
-/** Reads the token request's client_id, then answers with that client's handler. */
-function dispatchByClient(
-  handlerFor: (clientId: string) => TokenFaultHandler | undefined,
-): TokenFaultHandler {
-  return (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      const clientId =
-        new URLSearchParams(Buffer.concat(chunks).toString("utf8")).get("client_id") ?? "";
-      const handler = handlerFor(clientId);
-      if (handler) handler(req, res);
-      else res.writeHead(500).end();
-    });
-  };
-}
-
 describe("token endpoint trouble, one world per case", () => {
   it.concurrent("307 and 308 redirects are not followed: the Location target gets no connection", async () => {
     const thief = await startFakeUpstream({ cert: pki.good });
@@ -385,7 +218,9 @@ describe("token endpoint trouble, one world per case", () => {
           });
           expectDocumentedError(answers, 503, "token_unavailable");
           expect(failureLog(scenario.aut.records, "api")).toContainEqual(
-            expect.stringMatching(new RegExp(`answered ${status} \\(a redirect\\); redirects are never followed`)),
+            expect.stringMatching(
+              new RegExp(`answered ${status} \\(a redirect\\); redirects are never followed`),
+            ),
           );
           expect(recorded.times.length).toBeGreaterThanOrEqual(1);
         } finally {
@@ -411,10 +246,18 @@ describe("token endpoint trouble, one world per case", () => {
       );
       // A generous timeout: on a starved CPU a 300 ms one can expire before the answer is read,
       // and a timeout (rightly) gets the short backoff instead of Retry-After.
-      const scenario = await startScenario({ pki, fault: recorded, token: { ...TOKEN, timeout: "3s" } });
+      const scenario = await startScenario({
+        pki,
+        fault: recorded,
+        token: { ...TOKEN, timeout: "3s" },
+      });
       try {
-        const lastError = () => scenario.aut.app.tokens.statuses().get("api")!.lastError?.message ?? "";
-        await waitFor(() => lastError().includes(`answered ${status}`), "the proxy to read the first answer");
+        const lastError = () =>
+          scenario.aut.app.tokens.statuses().get("api")!.lastError?.message ?? "";
+        await waitFor(
+          () => lastError().includes(`answered ${status}`),
+          "the proxy to read the first answer",
+        );
         expect(recorded.times).toHaveLength(1);
         // The next attempt is beyond the wait bound: clients are told at once, with the delay.
         const answer = await send(scenario.url("/echo/ra"), { dispatcher: scenario.agent });
@@ -574,43 +417,6 @@ describe("odd but usable expires_in (a real token, rewritten by a tap)", () => {
     }
   });
 });
-
-interface WarmCase {
-  name: string;
-  /** What the token endpoint does for this client once its first token was fetched. */
-  fault?: TokenFaultHandler;
-  /** Instead of a fault: the IdP stops accepting this client's secret (real invalid_client). */
-  revokeSecret?: boolean;
-  /** Code clients get once the cached token has expired. */
-  code: "token_unavailable" | "token_rejected";
-}
-
-const WARM_CASES: WarmCase[] = [
-  { name: "a hang", fault: hang, code: "token_unavailable" },
-  { name: "resets", fault: reset, code: "token_unavailable" },
-  { name: "an HTML 500", fault: html(500), code: "token_unavailable" },
-  { name: "wrong JSON types", fault: tokenWith({ expires_in: "599" }), code: "token_unavailable" },
-  {
-    name: "CR/LF in the new access_token",
-    fault: tokenWith({ access_token: `abc\r\nX-Injected: ${MARK}` }),
-    code: "token_unavailable",
-  },
-  {
-    name: "429 with a long Retry-After",
-    fault: json(429, { error: "slow_down" }, { "retry-after": "30" }),
-    code: "token_unavailable",
-  },
-  {
-    name: "a 307 redirect",
-    fault: (_req, res) => res.writeHead(307, { location: "https://127.0.0.1:1/x" }).end(),
-    code: "token_unavailable",
-  },
-  {
-    name: "invalid_client (the secret was revoked at the IdP)",
-    revokeSecret: true,
-    code: "token_rejected",
-  },
-];
 
 interface WarmResult {
   answers: Answer[];

@@ -4,10 +4,23 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulator } from "../../src/emulator/emulator.js";
 import type { Emulator } from "../../src/emulator/types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
-import { closedPort, defaultRoutes, type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
+import {
+  closedPort,
+  defaultRoutes,
+  type FakeUpstream,
+  startFakeUpstream,
+} from "../helpers/fake-upstreams.js";
 import { createTestPki, type TestPki } from "../helpers/tls.js";
 import { type RacyUpstream, startRacyUpstream } from "./support/racy-upstream.js";
-import { type Answer, errorBody, openFds, runLoad, send, sleep, waitFor } from "./support/traffic.js";
+import {
+  type Answer,
+  errorBody,
+  openFds,
+  runLoad,
+  send,
+  sleep,
+  waitFor,
+} from "./support/traffic.js";
 
 /**
  * Issue 9, "upstream trouble", through the whole app with real tokens from the emulator: every
@@ -26,6 +39,7 @@ let expired: FakeUpstream;
 let flaky: FakeUpstream;
 let closer: FakeUpstream;
 let racy: RacyUpstream;
+let stale: RacyUpstream;
 let refusedPort: number;
 
 /** Answers like the default routes, but asks to close the connection after every response. */
@@ -41,18 +55,24 @@ beforeAll(async () => {
     port: 0,
     tls: { certPem: pki.good.certPem, keyPem: pki.good.keyPem, caPem: pki.caPem },
   });
-  [badCa, wrongHost, expired, flaky, closer, racy] = await Promise.all([
+  [badCa, wrongHost, expired, flaky, closer, racy, stale] = await Promise.all([
     startFakeUpstream({ cert: pki.otherCa }),
     startFakeUpstream({ cert: pki.wrongHost }),
     startFakeUpstream({ cert: pki.expired }),
     startFakeUpstream({ cert: pki.good }),
     startFakeUpstream({ cert: pki.good, handler: closeAfterEveryResponse }),
-    startRacyUpstream({ cert: pki.good, idleCloseMs: [0, 15] }),
+    startRacyUpstream({ cert: pki.good, idleCloseMs: [5, 40], finInFlightMs: 80 }),
+    startRacyUpstream({
+      cert: pki.good,
+      idleCloseMs: [200, 200],
+      finInFlightMs: 2_000,
+      responseDelayMs: 100,
+    }),
   ]);
   refusedPort = await closedPort();
 });
 afterAll(async () => {
-  await Promise.all([badCa, wrongHost, expired, flaky, closer, racy].map((u) => u?.close()));
+  await Promise.all([badCa, wrongHost, expired, flaky, closer, racy, stale].map((u) => u?.close()));
   await emulator?.close();
 });
 
@@ -83,6 +103,7 @@ function startApp(): Promise<AppUnderTest> {
         route("flaky", flaky.origin),
         route("closer", closer.origin),
         route("racy", racy.origin),
+        route("stale", stale.origin),
       ],
     },
   });
@@ -107,7 +128,10 @@ describe("upstream trouble, whole app", () => {
   beforeAll(async () => {
     aut = await startApp();
     agent = new Agent({ connections: 16 });
-    await waitFor(() => aut.app.tokens.statuses().get("healthy")?.state === "valid", "the first token");
+    await waitFor(
+      () => aut.app.tokens.statuses().get("healthy")?.state === "valid",
+      "the first token",
+    );
   });
   afterAll(async () => {
     await agent?.close();
@@ -131,12 +155,15 @@ describe("upstream trouble, whole app", () => {
     ["a certificate from a CA we don't trust", "bad-ca", () => badCa],
     ["a certificate for another host name", "wrong-host", () => wrongHost],
     ["an expired certificate", "expired", () => expired],
-  ])("%s → 502 upstream_tls_error, not one byte of the request sent", async (_name, route, target) => {
-    expectError(await get(`/${route}/echo/secret-path`), 502, "upstream_tls_error", route);
-    expect(target().connections()).toBeGreaterThan(0);
-    expect(target().requests).toEqual([]);
-    await expectHealthy();
-  });
+  ])(
+    "%s → 502 upstream_tls_error, not one byte of the request sent",
+    async (_name, route, target) => {
+      expectError(await get(`/${route}/echo/secret-path`), 502, "upstream_tls_error", route);
+      expect(target().connections()).toBeGreaterThan(0);
+      expect(target().requests).toEqual([]);
+      await expectHealthy();
+    },
+  );
 
   it("reset before the response → retried once (GET), then 502 upstream_reset", async () => {
     const before = flaky.requests.length;
@@ -148,21 +175,33 @@ describe("upstream trouble, whole app", () => {
   it.each([
     ["reset during the response body", "/flaky/reset-mid-body", "upstream_reset"],
     ["a body that stalls (bodyIdle 300 ms)", "/flaky/stall-body", "upstream_timeout"],
-  ])("%s (%s) → the client's response is cut short, the error logged, others unaffected", async (_name, path, code) => {
-    // Healthy traffic runs while the broken response is in progress.
-    const [broken, healthy] = await Promise.all([
-      get(path),
-      runLoad({ urls: [`${aut.url}/healthy/echo/during`], concurrency: 2, dispatcher: agent, durationMs: 500 }),
-    ]);
-    // Status 200 was already sent: the only honest signal left is a truncated body.
-    expect(broken.status).toBe(0);
-    expect(broken.code).toMatch(/^transport:/);
-    expect(healthy.length).toBeGreaterThan(5);
-    expect(healthy.every((a) => a.status === 200)).toBe(true);
-    await waitFor(() => requestLog(aut, path) !== undefined, "the request log line");
-    expect(requestLog(aut, path)).toMatchObject({ upstream: "flaky", status: 200, errorCode: code });
-    await expectHealthy();
-  });
+  ])(
+    "%s (%s) → the client's response is cut short, the error logged, others unaffected",
+    async (_name, path, code) => {
+      // Healthy traffic runs while the broken response is in progress.
+      const [broken, healthy] = await Promise.all([
+        get(path),
+        runLoad({
+          urls: [`${aut.url}/healthy/echo/during`],
+          concurrency: 2,
+          dispatcher: agent,
+          durationMs: 500,
+        }),
+      ]);
+      // Status 200 was already sent: the only honest signal left is a truncated body.
+      expect(broken.status).toBe(0);
+      expect(broken.code).toMatch(/^transport:/);
+      expect(healthy.length).toBeGreaterThan(5);
+      expect(healthy.every((a) => a.status === 200)).toBe(true);
+      await waitFor(() => requestLog(aut, path) !== undefined, "the request log line");
+      expect(requestLog(aut, path)).toMatchObject({
+        upstream: "flaky",
+        status: 200,
+        errorCode: code,
+      });
+      await expectHealthy();
+    },
+  );
 
   it("response headers too slow → 504 upstream_timeout", async () => {
     expectError(await get("/flaky/slow-headers/3000"), 504, "upstream_timeout", "flaky");
@@ -178,7 +217,8 @@ describe("upstream trouble, whole app", () => {
     try {
       const connectionsBefore = closer.connections();
       const answers: Answer[] = [];
-      for (let i = 0; i < 20; i++) answers.push(await send(`${aut.url}/closer/echo/${i}`, { dispatcher: single }));
+      for (let i = 0; i < 20; i++)
+        answers.push(await send(`${aut.url}/closer/echo/${i}`, { dispatcher: single }));
       expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
       // Hop-by-hop: the upstream's Connection: close concerns the upstream hop only.
       expect(answers.every((a) => a.headers.connection !== "close")).toBe(true);
@@ -192,21 +232,40 @@ describe("upstream trouble, whole app", () => {
     await expectHealthy();
   });
 
-  it("an upstream that silently closes idle keep-alive connections (the reuse race): every GET succeeds", async () => {
+  it("an upstream that silently closes idle keep-alive connections, under load: only documented outcomes", async () => {
+    const lostBefore = racy.racesLost();
     const answers = await runLoad({
       urls: [`${aut.url}/racy/a`, `${aut.url}/racy/b`],
       concurrency: 4,
       dispatcher: agent,
-      durationMs: 2_000,
+      durationMs: 1_500,
       pauseMs: 8,
     });
-    // The race really happened: the upstream closed many connections the proxy had pooled.
-    expect(racy.idleCloses()).toBeGreaterThan(20);
-    expect(racy.connections()).toBeGreaterThan(20);
-    const failed = answers.filter((a) => a.status !== 200);
-    expect(failed.map((a) => `${a.status} ${a.code}`)).toEqual([]);
-    expect(answers.length).toBeGreaterThan(50);
+    // The race really happened: requests crossed the upstream's FIN on pooled connections.
+    expect(racy.racesLost() - lostBefore).toBeGreaterThan(3);
+    expect(answers.length).toBeGreaterThan(30);
+    // Each GET lost to the race is retried once; a retry that lands on another stale pooled
+    // connection gets the documented 502 upstream_reset (see the next test for that case).
+    for (const answer of answers) {
+      if (answer.status !== 200) expectError(answer, 502, "upstream_reset", "racy");
+    }
+    expect(answers.filter((a) => a.status === 200).length).toBeGreaterThan(answers.length * 0.8);
     await expectHealthy();
+  });
+
+  it("after a lull every pooled connection is stale: a GET still succeeds (retried on a fresh connection)", async () => {
+    // Four connections in the pool (the upstream answers after 100 ms, so four concurrent
+    // requests need four), then 300 ms of silence: the upstream has closed all four, its FINs
+    // still in flight when the next request comes (the classic "502 after idle" of proxies).
+    const primed = await Promise.all(
+      [0, 1, 2, 3].map(() => send(`${aut.url}/stale/prime`, { dispatcher: agent })),
+    );
+    expect(primed.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    expect(stale.connections()).toBe(4);
+    await sleep(300);
+    const answer = await get("/stale/after-lull");
+    expect(stale.racesLost()).toBeGreaterThanOrEqual(1);
+    expect(`${answer.status} ${answer.code ?? ""}`).toBe("200 ");
   });
 
   it("POSTs to that upstream are never retried: each succeeds or gets 502 upstream_reset", async () => {
@@ -215,7 +274,9 @@ describe("upstream trouble, whole app", () => {
     await Promise.all(
       Array.from({ length: 4 }, async () => {
         while (Date.now() < deadline) {
-          answers.push(await send(`${aut.url}/racy/post`, { method: "POST", body: "x", dispatcher: agent }));
+          answers.push(
+            await send(`${aut.url}/racy/post`, { method: "POST", body: "x", dispatcher: agent }),
+          );
           await sleep(Math.random() * 15);
         }
       }),
@@ -246,22 +307,25 @@ describe("no leaks", () => {
     const baseline = openFds();
     const aut = await startApp();
     const agent = new Agent({ connections: 32 });
-    const burst = () => runLoad({ urls: urls(aut.url), concurrency: 22, dispatcher: agent, durationMs: 800 });
+    const burst = () =>
+      runLoad({ urls: urls(aut.url), concurrency: 22, dispatcher: agent, durationMs: 800 });
     try {
-      await waitFor(() => aut.app.tokens.statuses().get("healthy")?.state === "valid", "the first token");
+      await waitFor(
+        () => aut.app.tokens.statuses().get("healthy")?.state === "valid",
+        "the first token",
+      );
       const first = await burst();
       expect(first.filter((a) => a.status !== 200).length).toBeGreaterThanOrEqual(16);
-      await sleep(700);
+      await sleep(600);
       const afterFirst = openFds();
-      await burst();
-      await burst();
-      await sleep(700);
-      const afterThird = openFds();
-      // Two more bursts of the same failures: nothing accumulates while the app runs. (Pooled
-      // keep-alive connections, both halves in this process, vary by a few; a leak of one fd per
-      // failed request would add 2 × 16 or more.)
-      if (process.env.BP_DEBUG) console.log({ baseline, afterFirst, afterThird });
-      expect(afterThird - afterFirst).toBeLessThanOrEqual(12);
+      const second = await burst();
+      await sleep(600);
+      const afterSecond = openFds();
+      // Another burst of the same failures: nothing accumulates while the app runs. (Pooled
+      // keep-alive connections, both halves in this process, vary by a few; a leak of one fd
+      // per failed request would add 16 or more.)
+      expect(second.filter((a) => a.status !== 200).length).toBeGreaterThanOrEqual(16);
+      expect(afterSecond - afterFirst).toBeLessThanOrEqual(10);
     } finally {
       await agent.close();
       await aut.close();
@@ -272,7 +336,10 @@ describe("no leaks", () => {
     await waitFor(() => racy.openSockets() === 0, "the racy upstream's sockets to close");
     // Back to where we started. Slack of 2: the emulator's server-side halves of the proxy's
     // token/API connections close when the emulator sees the FIN, a moment after app.close().
-    if (process.env.BP_DEBUG) console.log({ baseline, closed: openFds() });
-    await waitFor(() => openFds() <= baseline + 2, `fds back to baseline ${baseline} (now ${openFds()})`, 5_000);
+    await waitFor(
+      () => openFds() <= baseline + 2,
+      `fds back to baseline ${baseline} (now ${openFds()})`,
+      5_000,
+    );
   });
 });

@@ -2,9 +2,11 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { createConnection, createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { afterAll, beforeAll } from "vitest";
+import { createClient } from "redis";
+import { afterAll, afterEach, beforeAll } from "vitest";
 import type { RedisCacheConfig } from "../../src/config/types.js";
 import { createLogger, type Logger } from "../../src/observability/logger.js";
+import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
 
 /**
  * A real redis-server on 127.0.0.1 for tests: no persistence, its own free port, stopped in
@@ -157,4 +159,48 @@ export function recordingLogger(): { logger: Logger; records: Array<Record<strin
   const records: Array<Record<string, unknown>> = [];
   const destination = { write: (line: string) => records.push(JSON.parse(line)) };
   return { logger: createLogger({ level: "debug", format: "json", destination }), records };
+}
+
+/** A plain node-redis client on `server` for the enclosing describe block, to read or plant keys. */
+export function useRawRedisClient(
+  server: () => RedisServer,
+): () => ReturnType<typeof createClient> {
+  let client: ReturnType<typeof createClient> | undefined;
+  beforeAll(async () => {
+    client = createClient({ url: server().url });
+    client.on("error", () => {});
+    await client.connect();
+  });
+  afterAll(async () => {
+    await client?.close();
+    client = undefined;
+  });
+  return () => {
+    if (!client) throw new Error("useRawRedisClient: the client is only available inside tests");
+    return client;
+  };
+}
+
+/** A list a test pushes its shared caches into; each is closed after the test. */
+export function useCacheCleanup(): SharedTokenCache[] {
+  const caches: SharedTokenCache[] = [];
+  afterEach(async () => {
+    await Promise.all(caches.splice(0).map((cache) => cache.close()));
+  });
+  return caches;
+}
+
+/** A token as the token endpoint would have issued it now (wall clock), for `fetchFromIdp`. */
+export function issueSharedToken(
+  accessToken: string,
+  options: { lifetimeMs?: number; scope?: string } = {},
+): SharedToken {
+  const nowMs = Date.now();
+  return {
+    accessToken,
+    tokenType: "Bearer",
+    scope: options.scope,
+    obtainedAtWallMs: nowMs,
+    expiresAtWallMs: nowMs + (options.lifetimeMs ?? 60_000),
+  };
 }

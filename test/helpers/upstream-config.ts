@@ -67,5 +67,8 @@ export function makeTokenSpec(
   file: Partial<UpstreamConfigFile> = {},
   overrides: Partial<TokenEndpointSpec> = {},
 ): TokenEndpointSpec {
-  return { ...makeUpstreamConfig("idp", { baseUrl: "https://idp.test", ...file }).token, ...overrides };
+  return {
+    ...makeUpstreamConfig("idp", { baseUrl: "https://idp.test", ...file }).token,
+    ...overrides,
+  };
 }

@@ -148,6 +148,30 @@ describe("proxy listener lifecycle", () => {
     expect(ownMiss.responses[0]!.headers.get("bearer-proxy-error")).toBeUndefined();
   });
 
+  it("a failing dependency costs one request (500 internal_error), never the process", async () => {
+    proxy = await startTestProxy({
+      caPem: pki.caPem,
+      tokens: { u: createStubTokens() }, // none for "broken": tokenFor throws
+      config: {
+        upstreams: [
+          { name: "u", baseUrl: upstream.origin },
+          { name: "broken", baseUrl: upstream.origin, match: { pathPrefix: "/broken" } },
+        ],
+      },
+    });
+    const broken = await rawRequest(proxy.port, "GET /broken/x HTTP/1.1\r\nHost: x\r\n\r\n");
+    expect(broken.responses[0]!.status).toBe(500);
+    expect(broken.responses[0]!.headers.get("bearer-proxy-error")).toEqual(["internal_error"]);
+    expect(JSON.parse(broken.responses[0]!.body).error.message).toBe("internal error");
+    expect(broken.closed).toBe(true);
+    const fine = await rawRequest(
+      proxy.port,
+      "GET /echo/ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    expect(fine.responses[0]!.status).toBe(200);
+    expect(proxy.listeners[0]!.proxy.inFlight()).toBe(0);
+  });
+
   it("logs one line per request: no query, no headers, no token", async () => {
     const p = await start();
     const response = await request(`${p.url}/echo/logged?secret=query`, {

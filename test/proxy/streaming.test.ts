@@ -119,9 +119,10 @@ describe("50 MiB through the proxy, streaming both ways with flat memory", () =>
       expect(measured.result.echo.bodyLength).toBe(SIZE);
       expect(measured.result.echo.bodySha256).toBe(sha256);
       report("50 MiB upload", measured);
-      // Whole-body buffering anywhere would retain ≥ 50 MiB; measured ≈ 8–15 MiB across client,
-      // proxy and emulator together (socket and TLS buffers), flat with the transfer size.
-      expect(measured.liveDeltaMiB).toBeLessThan(25);
+      // Whole-body buffering anywhere would retain ≥ 50 MiB. Measured 7–27 MiB across client,
+      // proxy and emulator together (socket/TLS buffers, jittery under CPU contention); a
+      // 150 MiB upload stays in the same range: it doesn't grow with the body.
+      expect(measured.liveDeltaMiB).toBeLessThan(40);
     },
     TRANSFER_TIMEOUT_MS,
   );

@@ -49,6 +49,7 @@ describe("upstream failures", () => {
         "other-ca": tokens,
         "wrong-host": tokens,
         expired: tokens,
+        silent: tokens,
       },
       config: {
         upstreams: [
@@ -187,7 +188,7 @@ describe("upstream failures", () => {
     await waitFor(() => good.openSockets() <= openBefore);
     const log = requestLogs(proxy).at(-1)!;
     expect(log.errorCode).toBe("client_closed");
-    expect(log.status).toBe(499);
+    expect(log.status).toBe(200); // what the client had been told before it left
     await waitFor(() => readdirSync("/proc/self/fd").length <= fdsBefore + 2);
   });
 

@@ -61,4 +61,12 @@ describe("redis token encryption", () => {
     const notAToken = { ...TOKEN, accessToken: 42 } as unknown as SharedToken;
     expect(decryptToken(encryptToken(notAToken, key, CREDENTIAL), key, CREDENTIAL)).toBeUndefined();
   });
+
+  it("treats a stored token that could break an Authorization header as a miss", () => {
+    const key = deriveTokenKey(SECRET, CREDENTIAL);
+    for (const accessToken of ["abc\r\nx-injected: 1", "has space", "tab\there"]) {
+      const stored = encryptToken({ ...TOKEN, accessToken }, key, CREDENTIAL);
+      expect(decryptToken(stored, key, CREDENTIAL)).toBeUndefined();
+    }
+  });
 });

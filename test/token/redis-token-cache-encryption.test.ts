@@ -1,43 +1,25 @@
-import { createClient } from "redis";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
-import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import type { SharedTokenCache } from "../../src/token/redis-types.js";
 import {
+  issueSharedToken,
   recordingLogger,
   redisCacheConfig,
   skipWithoutRedis,
+  useCacheCleanup,
+  useRawRedisClient,
   useRedisServer,
 } from "../helpers/redis-server.js";
 
 const SECRET = "client-secret-9f8e7d";
 const ACCESS_TOKEN = "at-4b1d-very-secret-bearer";
 
-function issue(accessToken: string): SharedToken {
-  const nowMs = Date.now();
-  return {
-    accessToken,
-    tokenType: "Bearer",
-    scope: "read",
-    obtainedAtWallMs: nowMs,
-    expiresAtWallMs: nowMs + 60_000,
-  };
-}
+const issue = (accessToken: string) => issueSharedToken(accessToken, { scope: "read" });
 
 describe.skipIf(skipWithoutRedis)("redis token cache: what Redis can see", () => {
   const redis = useRedisServer();
-  let raw: ReturnType<typeof createClient>;
-  const caches: SharedTokenCache[] = [];
-  beforeAll(async () => {
-    raw = createClient({ url: redis().url });
-    raw.on("error", () => {});
-    await raw.connect();
-  });
-  afterAll(async () => {
-    await raw.close();
-  });
-  afterEach(async () => {
-    await Promise.all(caches.splice(0).map((cache) => cache.close()));
-  });
+  const rawClient = useRawRedisClient(redis);
+  const caches = useCacheCleanup();
 
   function replica(config: ReturnType<typeof redisCacheConfig>): SharedTokenCache {
     const cache = createRedisTokenCache({ config, logger: recordingLogger().logger });
@@ -55,17 +37,17 @@ describe.skipIf(skipWithoutRedis)("redis token cache: what Redis can see", () =>
     });
     expect(token.accessToken).toBe(ACCESS_TOKEN);
 
-    const keys = await raw.keys(`${config.keyPrefix}*`);
+    const keys = await rawClient().keys(`${config.keyPrefix}*`);
     // The lock was released after storing.
     expect(keys).toEqual([`${config.keyPrefix}token:cred-1`]);
-    const stored = await raw.get(`${config.keyPrefix}token:cred-1`);
+    const stored = await rawClient().get(`${config.keyPrefix}token:cred-1`);
     expect(stored).toMatch(/^[A-Za-z0-9+/]+=*$/);
     const decoded = Buffer.from(stored ?? "", "base64").toString("latin1");
     for (const text of [stored ?? "", decoded, keys.join(" ")]) {
       expect(text).not.toContain(ACCESS_TOKEN);
       expect(text).not.toContain(SECRET);
     }
-    const ttlMs = await raw.pTTL(`${config.keyPrefix}token:cred-1`);
+    const ttlMs = await rawClient().pTTL(`${config.keyPrefix}token:cred-1`);
     expect(ttlMs).toBeGreaterThan(55_000);
     expect(ttlMs).toBeLessThanOrEqual(60_000);
   });
@@ -105,9 +87,11 @@ describe.skipIf(skipWithoutRedis)("redis token cache: what Redis can see", () =>
       });
     await get();
     const key = `${config.keyPrefix}token:cred-3`;
-    const bytes = Buffer.from((await raw.get(key)) ?? "", "base64");
+    const bytes = Buffer.from((await rawClient().get(key)) ?? "", "base64");
     bytes[bytes.length - 1] = (bytes[bytes.length - 1] ?? 0) ^ 0xff;
-    await raw.set(key, bytes.toString("base64"), { expiration: { type: "PX", value: 60_000 } });
+    await rawClient().set(key, bytes.toString("base64"), {
+      expiration: { type: "PX", value: 60_000 },
+    });
     expect((await get()).accessToken).toBe("token-2");
     expect(fetches).toBe(2);
   });

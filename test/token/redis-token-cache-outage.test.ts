@@ -3,6 +3,7 @@ import { createMetrics, type Metrics } from "../../src/observability/metrics.js"
 import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
 import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
 import {
+  issueSharedToken,
   type RedisServer,
   recordingLogger,
   redisCacheConfig,
@@ -48,17 +49,7 @@ describe.skipIf(skipWithoutRedis)("redis token cache: Redis down or slow", () =>
         secret: "s3cret",
         refreshFraction: 0.75,
         // A rejected fingerprint that matches nothing keeps each call from coalescing with the last.
-        fetchFromIdp: async (): Promise<SharedToken> => {
-          fetches++;
-          const nowMs = Date.now();
-          return {
-            accessToken: `token-${fetches}`,
-            tokenType: "Bearer",
-            scope: undefined,
-            obtainedAtWallMs: nowMs,
-            expiresAtWallMs: nowMs + 60_000,
-          };
-        },
+        fetchFromIdp: async (): Promise<SharedToken> => issueSharedToken(`token-${++fetches}`),
       });
     const warnings = () => log.records.filter((r) => r.level === "warn");
     const infos = () => log.records.filter((r) => r.level === "info");

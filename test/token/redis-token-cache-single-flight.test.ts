@@ -1,10 +1,12 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
-import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import type { SharedToken } from "../../src/token/redis-types.js";
 import {
+  issueSharedToken,
   recordingLogger,
   redisCacheConfig,
   skipWithoutRedis,
+  useCacheCleanup,
   useRedisServer,
 } from "../helpers/redis-server.js";
 
@@ -12,10 +14,7 @@ const REQUESTS_PER_REPLICA = 500;
 
 describe.skipIf(skipWithoutRedis)("redis token cache: single flight across replicas", () => {
   const redis = useRedisServer();
-  const caches: SharedTokenCache[] = [];
-  afterEach(async () => {
-    await Promise.all(caches.splice(0).map((cache) => cache.close()));
-  });
+  const caches = useCacheCleanup();
 
   it.each([3, 10])(
     `makes one token request for %i replicas × ${REQUESTS_PER_REPLICA} concurrent cold requests`,
@@ -28,14 +27,7 @@ describe.skipIf(skipWithoutRedis)("redis token cache: single flight across repli
         fetchesByReplica[replica] = (fetchesByReplica[replica] ?? 0) + 1;
         // A token endpoint that takes a while, so the other replicas really have to wait.
         await new Promise((resolve) => setTimeout(resolve, 150));
-        const nowMs = Date.now();
-        return {
-          accessToken: `token-${fetches}`,
-          tokenType: "Bearer",
-          scope: undefined,
-          obtainedAtWallMs: nowMs,
-          expiresAtWallMs: nowMs + 3_600_000,
-        };
+        return issueSharedToken(`token-${fetches}`, { lifetimeMs: 3_600_000 });
       };
       // Separate caches = separate clients and connections, as in separate processes. The burst
       // starts before they have connected, as it would right after a rollout.

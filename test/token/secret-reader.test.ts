@@ -146,7 +146,10 @@ describe("credential reader", () => {
     const secretPath = join(dir, "secret");
     await writeFile(secretPath, "old");
     const reader = createCredentialReader(
-      { clientId: { kind: "inline", value: "id" }, clientSecret: { kind: "file", path: secretPath } },
+      {
+        clientId: { kind: "inline", value: "id" },
+        clientSecret: { kind: "file", path: secretPath },
+      },
       { pollIntervalMs: 0 },
     );
     await reader.read();

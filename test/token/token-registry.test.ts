@@ -7,9 +7,9 @@ import {
   type TokenRegistry,
 } from "../../src/token/token-registry.js";
 import { createTokenSource, type TokenSourceOptions } from "../../src/token/token-source.js";
+import { makeUpstreamConfig } from "../helpers/upstream-config.js";
 import { FakeClock } from "./fake-clock.js";
 import { FakeTokenEndpoint } from "./fake-endpoint.js";
-import { makeUpstreamConfig } from "../helpers/upstream-config.js";
 import { captureLogs, DEFAULT_POLICY, TEST_SECRET } from "./helpers.js";
 
 /** An upstream at https://api.test whose client secret is `secret`. */

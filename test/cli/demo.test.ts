@@ -1,0 +1,112 @@
+import { execFile } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { describe, expect, it } from "vitest";
+import { REPO_ROOT, useBusyPort, useCliProcesses, waitUntilReady } from "./helpers.js";
+
+/** The Quickstart's curl lines (the README shows the default ports 8080 and 9901). */
+function readmeCurlLines(): string[] {
+  const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
+  const quickstart = readme.slice(
+    readme.indexOf("## Quickstart"),
+    readme.indexOf("\n## ", readme.indexOf("## Quickstart") + 1),
+  );
+  return quickstart
+    .split("\n")
+    .filter((line) => line.startsWith("curl "))
+    .map((line) => line.replace(/\s+#.*$/, "").trim());
+}
+
+function sh(script: string): Promise<{ code: number; stdout: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      "sh",
+      ["-c", script],
+      { env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 15_000 },
+      (error, stdout) => {
+        resolve({ code: error ? (typeof error.code === "number" ? error.code : -1) : 0, stdout });
+      },
+    );
+  });
+}
+
+describe("bearer-proxy demo", () => {
+  const cli = useCliProcesses();
+
+  it("prints working curl lines (the README's), and one Ctrl-C under npm (2 SIGINTs) exits 0", async () => {
+    const proc = cli.start(["demo", "--port", "0", "--admin-port", "0", "--emulator-port", "0"]);
+    await proc.waitForOutput(/^Stop with Ctrl-C\.$/m);
+    const { proxyUrl, adminUrl } = await proc.ports();
+    const [, caFile] = await proc.waitForOutput(/ CA: (\S+)$/m);
+    const printed = proc.stdout();
+
+    // The README's lines, with the ports this demo got, are among the printed ones.
+    const readmeLines = readmeCurlLines();
+    expect(readmeLines).toEqual(
+      expect.arrayContaining([
+        "curl http://127.0.0.1:8080/platform/v1/spreadsheets/demo",
+        "curl http://127.0.0.1:8080/scripts",
+      ]),
+    );
+    const proxyPort = new URL(proxyUrl).port;
+    const adminPort = new URL(adminUrl).port;
+    const expected = readmeLines.map((line) =>
+      line.replace(":8080/", `:${proxyPort}/`).replace(":9901/", `:${adminPort}/`),
+    );
+    const printedCurl = printed
+      .split("\n")
+      .filter((l) => l.startsWith("  curl "))
+      .map((l) => l.replace(/\s+#.*$/, "").trim());
+    for (const line of expected) expect(printedCurl).toContain(line);
+
+    // Run the two API lines as printed: the emulator's JSON comes back through the proxy.
+    await waitUntilReady(adminUrl);
+    const sheetLine = printedCurl.find((l) => l.endsWith("/platform/v1/spreadsheets/demo"));
+    const scriptsLine = printedCurl.find((l) => l.endsWith("/scripts"));
+    if (!sheetLine || !scriptsLine) throw new Error(`curl lines missing from:\n${printed}`);
+    const [sheet, scripts] = await Promise.all([sh(`${sheetLine} -sS`), sh(`${scriptsLine} -sS`)]);
+    expect(sheet.code).toBe(0);
+    expect(JSON.parse(sheet.stdout)).toMatchObject({ id: "demo", title: "Spreadsheet demo" });
+    expect(scripts.code).toBe(0);
+    expect(JSON.parse(scripts.stdout)).toMatchObject({
+      scripts: expect.arrayContaining([expect.objectContaining({ id: "script-1" })]),
+    });
+
+    // Ctrl-C in a terminal under npm start: SIGINT from the terminal, and again from npm.
+    const stopAtMs = performance.now();
+    proc.child.kill("SIGINT");
+    await sleep(5);
+    proc.child.kill("SIGINT");
+    const { code, signal, atMs } = await proc.exited;
+    expect({ code, signal }).toEqual({ code: 0, signal: null });
+    expect(proc.output()).not.toContain("second signal");
+    expect(proc.output()).toContain('"msg":"stopped"');
+    // drainDelay 0 in the demo: it stops promptly, and takes its emulator (and CA file) along.
+    expect(atMs - stopAtMs).toBeLessThan(5_000);
+    if (caFile) expect(existsSync(caFile)).toBe(false);
+  });
+
+  it("refuses a port that is not a number", async () => {
+    const { code, stderr } = await cli.run(["demo", "--port", "eighty"]);
+    expect(code).toBe(1);
+    expect(stderr).toContain('--port: expected a port number, found "eighty"');
+  });
+});
+
+describe.concurrent("bearer-proxy demo on a taken port", () => {
+  const cli = useCliProcesses({ cleanup: "afterAll" });
+  const busyPort = useBusyPort();
+
+  for (const flag of ["--port", "--admin-port"]) {
+    it(`exits 1 at once when ${flag} is taken, naming the address (its emulator must not hold it up)`, async () => {
+      const ports = { "--port": "0", "--admin-port": "0", "--emulator-port": "0" };
+      const args = Object.entries({ ...ports, [flag]: String(busyPort()) }).flat();
+      // Before the fix this hung for ever: the emulator it had started kept the process alive.
+      const { code, stderr } = await cli.run(["demo", ...args], { timeoutMs: 8_000 });
+      expect(code).toBe(1);
+      expect(stderr).toContain(`EADDRINUSE: address already in use 127.0.0.1:${busyPort()}`);
+      expect(stderr).not.toMatch(/^\s+at /m);
+    });
+  }
+});

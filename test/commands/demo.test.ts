@@ -1,0 +1,46 @@
+/** `bearer-proxy demo` failing to start must not leave its emulator running (the process would hang). */
+import { once } from "node:events";
+import { createServer, type Server } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { demoCommand } from "../../src/commands/demo.js";
+
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
+});
+
+async function listenOn(port: number): Promise<Server> {
+  const server = createServer();
+  servers.push(server);
+  server.listen(port, "127.0.0.1");
+  await Promise.race([
+    once(server, "listening"),
+    once(server, "error").then(([error]) => Promise.reject(error)),
+  ]);
+  return server;
+}
+
+async function freePort(): Promise<number> {
+  const server = await listenOn(0);
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  servers.splice(servers.indexOf(server), 1);
+  return port;
+}
+
+describe("demo", () => {
+  it("stops its emulator when the proxy cannot bind its port", async () => {
+    const taken = (await listenOn(0)).address() as { port: number };
+    const emulatorPort = await freePort();
+    await expect(
+      demoCommand({
+        port: String(taken.port),
+        "admin-port": "0",
+        "emulator-port": String(emulatorPort),
+        "log-format": "json",
+      }),
+    ).rejects.toThrow(/EADDRINUSE/);
+    // The emulator's port is free again.
+    await expect(listenOn(emulatorPort)).resolves.toBeDefined();
+  });
+});
