@@ -45,7 +45,12 @@ export async function runCli(argv: string[]): Promise<number> {
   const first = rest[0];
   if (first !== undefined && !first.startsWith("-")) {
     if (first === "help") {
-      process.stdout.write(rest[1] && isCommand(rest[1]) ? commandHelp(rest[1]) : mainHelp());
+      const topic = rest[1];
+      if (topic !== undefined && !isCommand(topic)) {
+        process.stderr.write(`bearer-proxy: unknown command "${topic}"\n\n${mainHelp()}`);
+        return 2;
+      }
+      process.stdout.write(topic ? commandHelp(topic) : mainHelp());
       return 0;
     }
     if (!isCommand(first)) {

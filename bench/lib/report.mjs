@@ -33,16 +33,17 @@ function ratio(s) {
 
 function throughputTable(caseSummary, order) {
   const rows = [
-    "| competitor | req/s median (min–max) | ×nginx | ×undici | p50 ms | p99 ms | CPU s/10k | peak RSS MiB |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|",
+    "| competitor | req/s median (min–max) | ×nginx | ×undici | p50 ms | p99 ms | CPU s/10k | peak RSS MiB | req per CPU-s |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const key of order) {
     const s = caseSummary[key];
     if (!s) continue;
+    const cpu = s.cpuSecondsPer10k.median;
     rows.push(
       `| ${LABELS[key] ?? key} | ${withRange(s.rps)} | ${key === "nginx" ? "1.00×" : ratio(s.rpsVsNginx)} | ` +
         `${key === "undici" ? "1.00×" : ratio(s.rpsVsUndici)} | ${num(s.p50Ms.median, 2)} | ${num(s.p99Ms.median, 2)} | ` +
-        `${num(s.cpuSecondsPer10k.median, 3)} | ${num(s.peakRssMiB.max, 1)} |`,
+        `${num(cpu, 3)} | ${num(s.peakRssMiB.max, 1)} | ${cpu ? num(10_000 / cpu) : "—"} |`,
     );
   }
   return rows.join("\n");
@@ -116,7 +117,9 @@ export function renderMarkdown({ meta, summary, cases, token, targets, order, pr
       `${meta.generatorNote ? ` (${meta.generatorNote})` : ""}. Proxy on core ${meta.proxyCore ?? "any"}; ` +
       `load generator and upstream (${meta.upstream === "nginx" ? "nginx" : "bench/upstream.mjs, node:https"}) on core ${meta.loadCore ?? "any"}${meta.pinned ? "" : " (NOT pinned: taskset or a second core missing)"}. ` +
       "Ratios are taken within each round, then the median (min–max) over rounds. CPU is user+system time of the " +
-      "proxy process(es) (nginx: master + worker); RSS is sampled every 100 ms.",
+      "proxy process(es) (nginx: master + worker); RSS is sampled every 100 ms. " +
+      "*req per CPU-s* (10,000 / CPU s per 10k) is what one fully busy core would serve: on a machine " +
+      "shared with other work it is steadier than req/s.",
     "",
   );
   for (const c of cases) {

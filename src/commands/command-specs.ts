@@ -84,6 +84,15 @@ export const CONFIG_OPTIONS: readonly OptionSpec[] = [
   { name: "log-format", type: "string", placeholder: "F", help: "json | pretty" },
 ];
 
+/** A duration flag, with an error that names the flag rather than a bare parse failure. */
+function durationFlag(name: string, value: string, parse: (v: string) => number): number {
+  try {
+    return parse(value);
+  } catch {
+    throw new Error(`--${name}: expected a duration such as "30s" or "500ms", found "${value}"`);
+  }
+}
+
 const str = (v: string | boolean | undefined): string | undefined =>
   typeof v === "string" ? v : undefined;
 
@@ -183,7 +192,7 @@ export const COMMANDS = {
       const { parseDurationMs } = await import("../config/units.js");
       return runWait({
         adminUrl: str(v.admin) ?? "http://127.0.0.1:9901",
-        timeoutMs: parseDurationMs(str(v.timeout) ?? "30s"),
+        timeoutMs: durationFlag("timeout", str(v.timeout) ?? "30s", parseDurationMs),
       });
     },
   },

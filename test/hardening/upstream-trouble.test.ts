@@ -29,7 +29,7 @@ import {
  * failures leaks no sockets or file descriptors.
  */
 
-const TIMEOUTS = { connect: "1s", responseHeaders: "1s", bodyIdle: "300ms" };
+const TIMEOUTS = { connect: "1s", responseHeaders: "500ms", bodyIdle: "300ms" };
 
 let pki: TestPki;
 let emulator: Emulator;
@@ -238,7 +238,7 @@ describe("upstream trouble, whole app", () => {
       urls: [`${aut.url}/racy/a`, `${aut.url}/racy/b`],
       concurrency: 4,
       dispatcher: agent,
-      durationMs: 1_500,
+      durationMs: 1_000,
       pauseMs: 8,
     });
     // The race really happened: requests crossed the upstream's FIN on pooled connections.
@@ -270,7 +270,7 @@ describe("upstream trouble, whole app", () => {
 
   it("POSTs to that upstream are never retried: each succeeds or gets 502 upstream_reset", async () => {
     const answers: Answer[] = [];
-    const deadline = Date.now() + 1_500;
+    const deadline = Date.now() + 1_000;
     await Promise.all(
       Array.from({ length: 4 }, async () => {
         while (Date.now() < deadline) {
@@ -308,7 +308,7 @@ describe("no leaks", () => {
     const aut = await startApp();
     const agent = new Agent({ connections: 32 });
     const burst = () =>
-      runLoad({ urls: urls(aut.url), concurrency: 22, dispatcher: agent, durationMs: 800 });
+      runLoad({ urls: urls(aut.url), concurrency: 22, dispatcher: agent, durationMs: 600 });
     try {
       await waitFor(
         () => aut.app.tokens.statuses().get("healthy")?.state === "valid",
@@ -316,10 +316,10 @@ describe("no leaks", () => {
       );
       const first = await burst();
       expect(first.filter((a) => a.status !== 200).length).toBeGreaterThanOrEqual(16);
-      await sleep(600);
+      await sleep(500);
       const afterFirst = openFds();
       const second = await burst();
-      await sleep(600);
+      await sleep(500);
       const afterSecond = openFds();
       // Another burst of the same failures: nothing accumulates while the app runs. (Pooled
       // keep-alive connections, both halves in this process, vary by a few; a leak of one fd
