@@ -7,6 +7,7 @@
  * successful request, missing token injection, a cold burst not coalesced to one token request),
  * or with --strict also when a target FAILs. 2 on bad options.
  */
+import { rmSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -94,6 +94,11 @@ function watchStartup(
   return timer;
 }
 
+/**
+ * Wire an app from a loaded config: dispatchers, token registry (Redis-shared when
+ * `tokenCache.redis` is set), proxy listener(s) and the admin server. Nothing listens until
+ * `listen()`; `close()` releases everything.
+ */
 export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const { logger } = deps;
   const metrics = deps.metrics ?? createMetrics();

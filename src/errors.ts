@@ -118,6 +118,7 @@ export interface ProxyErrorBody {
   error: { code: ProxyErrorCode; message: string; upstream?: string };
 }
 
+/** The JSON body of an error the proxy answers itself. */
 export function proxyErrorBody(
   code: ProxyErrorCode,
   message: string,

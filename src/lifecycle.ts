@@ -14,6 +14,7 @@ export interface Lifecycle {
   markStopped(): void;
 }
 
+/** A lifecycle in phase "starting". */
 export function createLifecycle(): Lifecycle {
   let phase: LifecyclePhase = "starting";
   let started = false;

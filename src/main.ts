@@ -27,6 +27,7 @@ export interface StartOptions {
   onStopped?: () => Promise<void>;
 }
 
+/** Build and listen; resolves once every listener is bound (rejects, with nothing left bound, if one cannot be). */
 export async function startProxy(
   config: ProxyConfig,
   options: StartOptions,

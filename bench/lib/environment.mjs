@@ -2,7 +2,7 @@
  * What the run was made on, for the report: machine, Node, tool and library versions.
  */
 import { readFileSync } from "node:fs";
-import { cpus, release } from "node:os";
+import { cpus, loadavg, release } from "node:os";
 import { fileURLToPath } from "node:url";
 
 const REPO_DIR = fileURLToPath(new URL("../..", import.meta.url));
@@ -22,6 +22,9 @@ export function describeEnvironment(tools) {
   const cpuList = cpus();
   return {
     machine: `${cpuList.length} × ${cpuList[0]?.model ?? "unknown CPU"}, Linux ${release()}`,
+    "load average (1/5/15 min) at the end": loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" / "),
     node: process.version,
     nginx: tools.nginx.path ? tools.nginx.version : tools.nginx.note,
     wrk: tools.wrk.path ? tools.wrk.version : tools.wrk.note,

@@ -44,12 +44,13 @@ export const LATENCY_CASE = { key: "latency", label: "fixed rate GET /small", pa
  * Wait until the upstream's request count stops moving (requests a proxy still had in flight
  * when the previous cell's load stopped), so they are not counted against the next competitor.
  */
-async function quiesce(upstream, { stableMs = 200, timeoutMs = 3000 } = {}) {
+async function quiesce(upstream, { stableMs = 300, timeoutMs = 3000 } = {}) {
   const started = performance.now();
-  let last = (await upstream.stats()).total;
+  let last = (await upstream.stats({ settle: false })).total;
   while (performance.now() - started < timeoutMs) {
+    // Longer than nginx's access log flush interval, so a quiet log means quiet traffic.
     await new Promise((resolve) => setTimeout(resolve, stableMs));
-    const { total } = await upstream.stats();
+    const { total } = await upstream.stats({ settle: false });
     if (total === last) return;
     last = total;
   }

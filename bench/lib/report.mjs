@@ -94,15 +94,17 @@ function tokenSection(token) {
 
 function targetsTable(targets) {
   const rows = [
-    "| target | bearer-proxy | result | undici forwarder | fastify-http-proxy |",
-    "|---|---:|:---:|---:|---:|",
+    "| target | bearer-proxy | result | same, per CPU-s | undici forwarder | fastify-http-proxy |",
+    "|---|---:|:---:|---:|---:|---:|",
   ];
-  const show = (r) =>
-    r.value === null ? "—" : `${num(r.value, 2)} ${r.verdict === "PASS" ? "✓" : "✗"}`;
+  const mark = (r) => (r.verdict === "PASS" ? "✓" : "✗");
+  const perCpu = (r) => (r.perCpu === null ? "" : ` (per CPU-s ${num(r.perCpu, 2)})`);
+  const show = (r) => (r.value === null ? "—" : `${num(r.value, 2)} ${mark(r)}${perCpu(r)}`);
   for (const t of targets) {
     const bp = t.results["bearer-proxy"];
     rows.push(
-      `| ${t.target} | ${bp.value === null ? "—" : num(bp.value, 2)} | ${bp.verdict} | ${show(t.results.undici)} | ${show(t.results.fastify)} |`,
+      `| ${t.target} | ${bp.value === null ? "—" : num(bp.value, 2)} | ${bp.verdict} | ` +
+        `${bp.perCpu === null ? "—" : num(bp.perCpu, 2)} | ${show(t.results.undici)} | ${show(t.results.fastify)} |`,
     );
   }
   return rows.join("\n");

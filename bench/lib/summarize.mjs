@@ -43,6 +43,11 @@ function differencesWithin(cells, competitor, reference, field) {
   return spread(diffs);
 }
 
+function inverse(s) {
+  if (s.median === null) return s;
+  return { median: 1 / s.median, min: 1 / s.max, max: 1 / s.min };
+}
+
 /**
  * Summaries keyed `[caseKey][competitorKey]`: rps, p50, p99, CPU/10k, peak RSS, ratios to
  * nginx and to the undici forwarder (req/s and CPU), and latency added over direct.
@@ -65,6 +70,10 @@ export function summarize(cells, competitorKeys) {
         rpsVsNginx: ratiosWithin(caseCells, key, "nginx", "rps"),
         rpsVsUndici: ratiosWithin(caseCells, key, "undici", "rps"),
         cpuVsNginx: ratiosWithin(caseCells, key, "nginx", "cpuSecondsPer10k"),
+        // Requests per CPU-second relative to the reference: the inverse CPU ratio, steadier
+        // than req/s when other work on the machine steals the proxy core.
+        perCpuVsNginx: inverse(ratiosWithin(caseCells, key, "nginx", "cpuSecondsPer10k")),
+        perCpuVsUndici: inverse(ratiosWithin(caseCells, key, "undici", "cpuSecondsPer10k")),
         addedP50Ms: differencesWithin(caseCells, key, "direct", "p50Ms"),
         addedP99Ms: differencesWithin(caseCells, key, "direct", "p99Ms"),
       };

@@ -70,9 +70,9 @@ export async function startNginxUpstream({ core, certs, control, nginxPath, dir,
     isDead: () => child.exitCode !== null || child.signalCode !== null,
   });
 
-  async function stats() {
-    // Let the worker flush its buffered log lines first.
-    await new Promise((resolve) => setTimeout(resolve, LOG_FLUSH_MS * 2.5));
+  /** Counts so far; `settle` first waits for the worker to flush its buffered log lines. */
+  async function stats({ settle = true } = {}) {
+    if (settle) await new Promise((resolve) => setTimeout(resolve, LOG_FLUSH_MS * 2.5));
     const text = await readFile(authLog, "latin1").catch(() => "");
     let bearer = 0;
     let plain = 0;
@@ -91,10 +91,7 @@ export async function startNginxUpstream({ core, certs, control, nginxPath, dir,
     url,
     stats,
     // nginx opens its logs with O_APPEND, so truncating in place is a clean reset.
-    reset: async () => {
-      await stats();
-      await truncate(authLog, 0).catch(() => {});
-    },
+    reset: () => truncate(authLog, 0).catch(() => {}),
     stop: () => stopChild(child),
   };
 }

@@ -1,9 +1,11 @@
 /**
  * Belt and braces for admin output. Nothing the admin routes read should carry a secret
  * (TokenStatus is secret-free by contract), but an IdP may echo a submitted client secret in an
- * `error_description`, so inline secrets from the config are scrubbed from every string we emit.
+ * `error_description`, so inline secrets from the config (raw and in every encoding a token
+ * request carries them) are scrubbed from every string we emit.
  */
 import type { UpstreamConfig } from "../config/types.js";
+import { sentSecretForms } from "../token/client-credentials.js";
 
 const CENSOR = "[redacted]";
 // Shorter values would match ordinary words and garble the output; no real secret is this short.
@@ -17,7 +19,11 @@ export function createScrubber(upstreams: readonly UpstreamConfig[]): Scrubber {
   for (const u of upstreams) {
     const secret = u.token.clientSecret;
     if (secret.kind === "inline" && secret.value.length >= MIN_SECRET_LENGTH) {
-      secrets.add(secret.value);
+      // The forms it was sent in too: an IdP may echo the request body or header back.
+      const clientId = u.token.clientId.kind === "inline" ? u.token.clientId.value : "";
+      for (const form of sentSecretForms({ clientId, clientSecret: secret.value })) {
+        secrets.add(form);
+      }
     }
   }
   // Longest first, so a secret that contains another is removed whole.

@@ -232,6 +232,7 @@ function optionLines(options: readonly OptionSpec[]): string {
   return rows.map(([flag, help]) => `  ${flag.padEnd(width)}  ${help}`).join("\n");
 }
 
+/** `bearer-proxy <command> --help`. */
 export function commandHelp(name: CommandName): string {
   const spec: CommandSpec = COMMANDS[name];
   const common: OptionSpec[] = [
@@ -241,6 +242,7 @@ export function commandHelp(name: CommandName): string {
   return `${spec.summary}\n\nUsage: ${spec.usage}\n\nOptions:\n${optionLines([...spec.options, ...common])}\n`;
 }
 
+/** `bearer-proxy --help`: every command with its summary. */
 export function mainHelp(): string {
   const names = Object.keys(COMMANDS) as CommandName[];
   const width = Math.max(...names.map((n) => n.length));

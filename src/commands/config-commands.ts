@@ -5,6 +5,7 @@ type Values = Record<string, string | boolean | undefined>;
 const str = (v: string | boolean | undefined): string | undefined =>
   typeof v === "string" ? v : undefined;
 
+/** `bearer-proxy token`: load the config, print one fresh token; resolves with the exit code. */
 export async function tokenCommand(values: Values): Promise<number> {
   const loaded = await loadOrReport(values);
   if (!loaded) return 1;
@@ -17,6 +18,7 @@ export async function tokenCommand(values: Values): Promise<number> {
   });
 }
 
+/** `bearer-proxy check`: load the config, diagnose each upstream; resolves with the exit code. */
 export async function checkCommand(values: Values): Promise<number> {
   const loaded = await loadOrReport(values);
   if (!loaded) return 1;

@@ -18,6 +18,7 @@ const FLAG_TO_FIELD = {
   "log-format": "logFormat",
 } as const satisfies Record<string, keyof ConfigFlags>;
 
+/** The config settings among parsed command-line values. */
 export function configFlagsFrom(values: Values): ConfigFlags {
   const flags: ConfigFlags = {};
   for (const [flag, field] of Object.entries(FLAG_TO_FIELD)) {
@@ -27,6 +28,7 @@ export function configFlagsFrom(values: Values): ConfigFlags {
   return flags;
 }
 
+/** The `--config` value, if any. */
 export function configFileFrom(values: Values): string | undefined {
   return typeof values.config === "string" ? values.config : undefined;
 }

@@ -51,6 +51,7 @@ upstreams:
 `;
 }
 
+/** `bearer-proxy demo`: runs until a signal; resolves with the exit code. */
 export async function demoCommand(values: Values): Promise<number> {
   const proxyPort = port(values, "port", 8080);
   const adminPort = port(values, "admin-port", 9901);

@@ -11,6 +11,7 @@ function intFlag(values: Values, name: string, fallback: number): number {
   return Number(raw);
 }
 
+/** Resolves with the first SIGTERM or SIGINT. */
 export function waitForSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
     const onSignal = (signal: NodeJS.Signals) => {
@@ -23,6 +24,7 @@ export function waitForSignal(): Promise<NodeJS.Signals> {
   });
 }
 
+/** `bearer-proxy emulate`: runs the emulator until a signal; resolves with the exit code. */
 export async function emulateCommand(values: Values): Promise<number> {
   const options: EmulatorOptions = {
     host: typeof values.host === "string" ? values.host : "127.0.0.1",

@@ -54,6 +54,7 @@ export async function loadOrReport(
   }
 }
 
+/** `bearer-proxy run`: runs until a signal or /quitquitquit; resolves with the exit code. */
 export async function runCommand(values: Values): Promise<number> {
   const loaded = await loadOrReport(values);
   if (!loaded) return 1;

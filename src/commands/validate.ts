@@ -3,6 +3,7 @@ import { formatConfigError, loadConfigWithWarnings } from "../config/load.js";
 import { ConfigError } from "../errors.js";
 import { configFileFrom, configFlagsFrom } from "./config-flags.js";
 
+/** `bearer-proxy validate`: prints every problem of a config; resolves with the exit code. */
 export async function validateCommand(
   values: Record<string, string | boolean | undefined>,
 ): Promise<number> {

@@ -115,6 +115,7 @@ export function safeUrlText(text: string): string {
   return text.replace(/(\/\/)[^/?#@\s]*@/, "$1***@").replace(/\?[^#]*/, "?…");
 }
 
+/** A plain mapping (not null, not an array). */
 export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }

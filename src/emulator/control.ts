@@ -22,6 +22,7 @@ export interface EmulatorState {
 /** Prefix of the unauthenticated control routes. */
 export const CONTROL_PREFIX = "/_emulator/";
 
+/** Zeroed request counters. */
 export function createStats(): EmulatorStats {
   return {
     tokenRequests: { total: 0, default: 0, preview: 0, form: 0, json: 0, basic: 0, rejected: 0 },
@@ -30,6 +31,7 @@ export function createStats(): EmulatorStats {
   };
 }
 
+/** A snapshot of the counters that later requests do not change. */
 export function copyStats(stats: EmulatorStats): EmulatorStats {
   return { ...stats, tokenRequests: { ...stats.tokenRequests } };
 }

@@ -57,6 +57,7 @@ export function buildTlsOptions(tls: UpstreamTls, extraCaCertsFile: string | und
   return options;
 }
 
+/** An Agent (or ProxyAgent with `egressProxy`) that verifies certificates and never follows redirects. */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const connect = {
     ...buildTlsOptions(options.tls, options.extraCaCertsFile ?? process.env.NODE_EXTRA_CA_CERTS),

@@ -32,6 +32,7 @@ export interface LoggerOptions {
   destination?: DestinationStream;
 }
 
+/** The app logger, with redaction of credentials and tokens. */
 export function createLogger(options: LoggerOptions): Logger {
   const base = {
     level: options.level,

@@ -21,14 +21,17 @@ export interface Metrics {
 /** Methods outside this set are labelled "OTHER" so clients can't blow up cardinality. */
 const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 
+/** The `method` label: known methods as they are, anything else "OTHER". */
 export function methodLabel(method: string): string {
   return KNOWN_METHODS.has(method) ? method : "OTHER";
 }
 
+/** The `status_class` label ("2xx", "5xx", …). */
 export function statusClass(status: number): string {
   return status >= 100 && status < 600 ? `${Math.floor(status / 100)}xx` : "other";
 }
 
+/** Every instrument on a registry of its own. */
 export function createMetrics(options: { collectProcessMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
   if (options.collectProcessMetrics !== false) collectDefaultMetrics({ register: registry });

@@ -70,7 +70,7 @@ export async function requestToken(
     const text = await readResponse(response, where);
     return parseTokenResponse(response.statusCode, response.headers, text, {
       where,
-      secret: credentials.clientSecret,
+      secrets: sentSecretForms(credentials),
       wallNow: deps.wallNow ?? Date.now,
     });
   } catch (error) {
@@ -111,9 +111,7 @@ export function buildTokenRequest(
   headers.accept = "application/json";
   if (spec.versionHeader !== undefined) headers["x-version"] = spec.versionHeader;
   if (spec.clientAuth === "basic") {
-    // RFC 6749 §2.3.1: form-encode id and secret, then base64 "id:secret".
-    const pair = `${formEncode(credentials.clientId)}:${formEncode(credentials.clientSecret)}`;
-    headers.authorization = `Basic ${Buffer.from(pair, "utf8").toString("base64")}`;
+    headers.authorization = `Basic ${basicCredentials(credentials.clientId, credentials.clientSecret)}`;
   }
   if (spec.format === "json") {
     headers["content-type"] = "application/json";
@@ -121,6 +119,28 @@ export function buildTokenRequest(
   }
   headers["content-type"] = "application/x-www-form-urlencoded;charset=UTF-8";
   return { headers, body: new URLSearchParams(fields).toString() };
+}
+
+/**
+ * Every form in which a token request may carry the secret: an IdP echoing any of them back (in
+ * an error_description) must not get it into a log line or an error body.
+ */
+export function sentSecretForms(credentials: ClientCredentials): string[] {
+  const { clientId, clientSecret } = credentials;
+  return [
+    clientSecret,
+    formEncode(clientSecret),
+    encodeURIComponent(clientSecret),
+    JSON.stringify(clientSecret).slice(1, -1),
+    basicCredentials(clientId, clientSecret),
+  ];
+}
+
+/** RFC 6749 §2.3.1: form-encode id and secret, then base64 "id:secret". */
+function basicCredentials(clientId: string, clientSecret: string): string {
+  return Buffer.from(`${formEncode(clientId)}:${formEncode(clientSecret)}`, "utf8").toString(
+    "base64",
+  );
 }
 
 /** application/x-www-form-urlencoded encoding of one value (space becomes "+"). */

@@ -38,6 +38,7 @@ export interface CredentialReaderOptions {
 
 export const DEFAULT_SECRET_POLL_INTERVAL_MS = 5_000;
 
+/** A reader for one credential; polls its files (if any) every `pollIntervalMs` until closed. */
 export function createCredentialReader(
   spec: { clientId: SecretSource; clientSecret: SecretSource },
   options: CredentialReaderOptions = {},

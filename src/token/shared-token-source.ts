@@ -33,6 +33,10 @@ export function sharedCredentialKey(spec: TokenEndpointSpec, clientId: string): 
     .digest("hex");
 }
 
+/**
+ * A `createSource` for the token registry whose sources ask `cache` (Redis) before the token
+ * endpoint. `wallNow` is the wall clock shared tokens are timed on.
+ */
 export function createSharedTokenSourceFactory(
   cache: SharedTokenCache,
   wallNow: () => number = Date.now,

@@ -21,6 +21,7 @@ export function expiryMarginMs(lifetimeMs: number): number {
   return Math.min(10_000, lifetimeMs * 0.1);
 }
 
+/** Whether `token` may still be sent at monotonic time `nowMs` (before expiry minus the margin). */
 export function isUsable(token: AccessToken, nowMs: number): boolean {
   return nowMs < token.expiresAtMs - expiryMarginMs(token.lifetimeMs);
 }

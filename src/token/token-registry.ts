@@ -50,6 +50,7 @@ interface CredentialGroup {
   upstreams: UpstreamConfig[];
 }
 
+/** The registry; sources are created on first use (or by `startEager`). */
 export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistry {
   const clock = options.clock ?? systemClock;
   const create = options.createSource ?? createTokenSource;

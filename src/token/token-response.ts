@@ -42,8 +42,11 @@ const REJECTION_ERRORS = new Set([
 export interface ResponseContext {
   /** The token URL as shown in messages. */
   where: string;
-  /** Our client secret: cut out of anything the IdP echoes back. */
-  secret: string;
+  /**
+   * Our client secret in every form it was sent (raw, form- and percent-encoded, JSON-escaped,
+   * inside the Basic header): each is cut out of anything the IdP echoes back.
+   */
+  secrets: readonly string[];
   wallNow: () => number;
 }
 
@@ -115,8 +118,10 @@ function errorFromResponse(
   parsed: unknown,
   context: ResponseContext,
 ): BearerProxyError {
+  // Longest first, so a form that contains another is removed whole.
+  const secrets = context.secrets.filter((v) => v.length > 0).sort((a, b) => b.length - a.length);
   const redact = (text: string) =>
-    context.secret.length > 0 ? text.split(context.secret).join("[redacted]") : text;
+    secrets.reduce((acc, secret) => acc.split(secret).join("[redacted]"), text);
   let idpError: string | undefined;
   let idpErrorDescription: string | undefined;
   if (isPlainObject(parsed) && typeof parsed.error === "string") {

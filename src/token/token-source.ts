@@ -54,6 +54,7 @@ export interface TokenSourceOptions {
 
 export { expiryMarginMs } from "./token-lifetime.js";
 
+/** A token source for one credential; call `start()` to prefetch. */
 export function createTokenSource(options: TokenSourceOptions): TokenProvider {
   const { spec, policy } = options;
   const clock = options.clock ?? systemClock;

@@ -24,6 +24,7 @@ export interface WaiterSet {
   readonly size: number;
 }
 
+/** An empty set of waiting requests, timed on `clock`. */
 export function createWaiterSet(clock: Clock): WaiterSet {
   const waiters = new Set<Waiter>();
   return {

@@ -31,6 +31,20 @@ function build(configText: string): Promise<App> {
   });
 }
 
+/** One upstream that fetches no token until used (nothing listens at its base URL), plus `extra`. */
+function lazyUpstreamConfig(extra: string): string {
+  return `
+listen: { port: 0 }
+${extra.includes("admin:") ? "" : "admin: { port: 0 }\n"}${extra}
+upstreams:
+  - name: api
+    baseUrl: https://127.0.0.1:1
+    clientId: id
+    clientSecret: secret
+    token: { prefetch: false }
+`;
+}
+
 async function occupiedPort(): Promise<number> {
   const server = createServer();
   servers.push(server);
@@ -72,16 +86,7 @@ upstreams:
 
   it("closes the listeners it opened when another one cannot bind", async () => {
     const taken = await occupiedPort();
-    const app = await build(`
-admin: { port: ${taken} }
-listen: { port: 0 }
-upstreams:
-  - name: api
-    baseUrl: https://127.0.0.1:1
-    clientId: id
-    clientSecret: secret
-    token: { prefetch: false }
-`);
+    const app = await build(lazyUpstreamConfig(`admin: { port: ${taken} }`));
     await expect(app.listen()).rejects.toThrow(/EADDRINUSE/);
     expect(app.proxies.every((proxy) => !proxy.server.listening)).toBe(true);
   });
@@ -90,17 +95,9 @@ upstreams:
     // A port that was free a moment ago: connections to it are refused.
     const closedPort = await occupiedPort();
     await new Promise((resolve) => servers.pop()?.close(resolve));
-    const app = await build(`
-admin: { port: 0 }
-listen: { port: 0 }
-tokenCache: { redis: { url: "redis://127.0.0.1:${closedPort}" } }
-upstreams:
-  - name: api
-    baseUrl: https://127.0.0.1:1
-    clientId: id
-    clientSecret: secret
-    token: { prefetch: false }
-`);
+    const app = await build(
+      lazyUpstreamConfig(`tokenCache: { redis: { url: "redis://127.0.0.1:${closedPort}" } }`),
+    );
     const cacheState = async () =>
       (await app.admin.inject({ url: "/status" })).json().sharedTokenCache?.state;
     expect(["connecting", "down"]).toContain(await cacheState());

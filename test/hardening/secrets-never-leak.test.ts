@@ -176,11 +176,17 @@ describe("secrets never leak", () => {
     }
     await snapshotAdmin(SHOT_WHILE[0]);
 
-    // 2. The upstream rejects the current token: invalidate, fetch, replay once.
-    await sleep(150);
-    emulator.revokeAllTokens();
-    const replayed = await proxied("after revoke", "/platform/v1/spreadsheets/demo");
-    expect(replayed.status).toBe(200);
+    // 2. The upstream rejects the current token: invalidate, fetch, replay once. (A refresh
+    // landing at the same moment may hand the replay another revoked token, and the 401 then
+    // stands by design: revoke and try again until a replay went through.)
+    const replays = () =>
+      captured.records.filter((r) => r.msg === "request" && r.replayed === true);
+    for (let i = 0; i < 5 && replays().length === 0; i++) {
+      await sleep(150);
+      emulator.revokeAllTokens();
+      await proxied("after revoke", "/platform/v1/spreadsheets/demo");
+    }
+    expect(replays()[0]).toMatchObject({ status: 200 });
     await snapshotAdmin(SHOT_WHILE[1]);
 
     // 3. The token endpoint fails, echoing the secret back; requests fail once tokens expire.

@@ -279,9 +279,10 @@ describe("token endpoint trouble, one world per case", () => {
   );
 
   it.concurrent("invalid_client (a real wrong secret) → 502 token_rejected, a slow backoff and one clear log line per attempt", async () => {
+    // A generous timeout, so every attempt reads its 401 even on a starved CPU.
     const scenario = await startScenario({
       pki,
-      token: TOKEN,
+      token: { ...TOKEN, timeout: "3s" },
       client: { clientId: "demo-client", clientSecret: "the-right-secret" },
       upstream: { clientSecret: "a-wrong-secret" },
     });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { BearerProxyError } from "../../src/errors.js";
-import { requestToken } from "../../src/token/client-credentials.js";
+import { formEncode, requestToken } from "../../src/token/client-credentials.js";
 import { makeSpec, TEST_SECRET } from "./helpers.js";
 import { IDP_ORIGIN, JSON_HEADERS, tokenBody, useMockAgent } from "./mock-idp.js";
 
@@ -205,6 +205,22 @@ describe("error responses", () => {
     expect(error.message).not.toMatch(/[\r\n\u001b]/);
     expect(error.message).toContain("[redacted]");
     expect(String(error.details?.idpErrorDescription).length).toBeLessThanOrEqual(200);
+  });
+
+  it("never echoes the secret in the encodings it was sent in (form, percent, JSON, Basic)", async () => {
+    const basic = Buffer.from(`demo-client:${formEncode(TEST_SECRET)}`).toString("base64");
+    const forms = [
+      formEncode(TEST_SECRET),
+      encodeURIComponent(TEST_SECRET),
+      JSON.stringify(TEST_SECRET).slice(1, -1),
+      basic,
+    ];
+    for (const form of forms) {
+      reply(400, JSON.stringify({ error: "invalid_request", error_description: `got ${form}` }));
+      const error = await fetchError();
+      expect(error.message).not.toContain(form);
+      expect(String(error.details?.idpErrorDescription)).toBe("got [redacted]");
+    }
   });
 
   it("429 with Retry-After seconds is honoured", async () => {
