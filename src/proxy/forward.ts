@@ -7,6 +7,11 @@
  * - a connection reset before any response byte on an idempotent, replayable request (the
  *   upstream closed a pooled keep-alive connection as we reused it): retried once.
  * Redirects are passed through, never followed: following would carry the token elsewhere.
+ *
+ * The handler speaks undici's original callback API (onConnect/onHeaders/onData/onComplete/
+ * onError), which the dispatcher core calls directly. The newer controller API is adapted onto
+ * it by a wrapper that allocates a controller per request and parses the response headers and
+ * trailers into objects we never read — about 1.5% of a small GET's CPU.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
@@ -71,7 +76,12 @@ export function startExchange(options: ExchangeOptions): Exchange {
 
 export class Exchange implements Dispatcher.DispatchHandler {
   private readonly o: ExchangeOptions;
-  private controller: Dispatcher.DispatchController | undefined;
+  /** undici's abort for the current attempt (set in onConnect). */
+  private abortUpstream: ((err?: Error) => void) | undefined;
+  /** undici's resume for the current attempt (set in onHeaders); called on the client's drain. */
+  private resumeUpstream: (() => void) | undefined;
+  /** Set while the client's socket buffer is full and a drain listener is waiting. */
+  private waitingForDrain = false;
   private token: AccessToken;
   private readonly replayable: boolean;
   private replayed = false;
@@ -87,12 +97,12 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.o = options;
     this.token = options.token;
     this.replayable = options.body === null || Buffer.isBuffer(options.body);
-    options.res.on("drain", () => this.controller?.resume());
   }
 
   dispatch(): void {
     const { upstream, method, path, headers, body, dispatcher } = this.o;
-    this.controller = undefined;
+    this.abortUpstream = undefined;
+    this.resumeUpstream = undefined;
     this.held = undefined;
     this.responseStarted = false;
     try {
@@ -117,46 +127,63 @@ export class Exchange implements Dispatcher.DispatchHandler {
   abortFromClient(): void {
     if (this.finished) return;
     this.clientGone = true;
-    // done() first: the abort calls onResponseError synchronously, which must see us finished.
+    // done() first: the abort calls onError synchronously, which must see us finished.
     const status = this.responseStarted ? this.o.res.statusCode : 499;
     this.done({ status, errorCode: "client_closed", cause: undefined });
-    this.controller?.abort(new Error("client closed the connection"));
+    this.abortUpstream?.(new Error("client closed the connection"));
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.clientGone) controller.abort(new Error("client closed the connection"));
+  onConnect(abort: (err?: Error) => void): void {
+    this.abortUpstream = abort;
+    if (this.clientGone) abort(new Error("client closed the connection"));
   }
 
-  onResponseStart(
-    controller: Dispatcher.DispatchController,
+  /** Returns false to pause the upstream until `resume` (undici's backpressure contract). */
+  onHeaders(
     statusCode: number,
-    _headers: unknown,
-  ): void {
+    rawHeaders: Buffer[],
+    resume: () => void,
+    _statusText: string,
+  ): boolean {
+    this.resumeUpstream = resume;
     // 1xx (103 Early Hints…) are not relayed; undici reports the final response after them.
-    if (statusCode < 200 || this.finished) return;
-    const raw = (controller.rawHeaders ?? []) as (Buffer | string)[];
+    if (statusCode < 200 || this.finished) return true;
+    const raw = (rawHeaders ?? []) as (Buffer | string)[];
     if (statusCode === 401 && this.replayable && !this.replayed) {
       this.held = { statusCode, rawHeaders: raw, chunks: [], size: 0 };
-      return;
+      return true;
     }
     this.writeHead(statusCode, raw);
+    return true;
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.finished) return;
+  /** Returns false to pause the upstream until the client drains. */
+  onData(chunk: Buffer): boolean {
+    if (this.finished) return true;
     const held = this.held;
     if (held) {
       held.chunks.push(chunk);
       held.size += chunk.length;
-      if (held.size > HELD_401_LIMIT_BYTES) this.releaseHeld(false);
-      return;
+      if (held.size > HELD_401_LIMIT_BYTES) return this.releaseHeld(false);
+      return true;
     }
     this.bytesOut += chunk.length;
-    if (!this.o.res.write(chunk)) controller.pause();
+    if (this.o.res.write(chunk)) return true;
+    this.waitForDrain();
+    return false;
   }
 
-  onResponseEnd(): void {
+  /** The client's buffer is full: resume the upstream once it drains (one listener at a time). */
+  private waitForDrain(): void {
+    if (this.waitingForDrain) return;
+    this.waitingForDrain = true;
+    this.o.res.once("drain", () => {
+      this.waitingForDrain = false;
+      this.resumeUpstream?.();
+    });
+  }
+
+  onComplete(_trailers: string[] | null): void {
     if (this.finished) return;
     if (this.held) {
       void this.replayAfter401(this.held);
@@ -166,7 +193,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.done({ status: this.o.res.statusCode, errorCode: undefined, cause: undefined });
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+  onError(err: Error): void {
     if (this.finished) return;
     const mapped = mapUpstreamError(err, this.o.upstream.name);
     if (this.shouldRetry(mapped)) {
@@ -196,7 +223,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
       return true;
     } catch (err) {
       // A header Node refuses to write (invalid characters): treat as a bad upstream answer.
-      this.controller?.abort(err as Error);
+      this.abortUpstream?.(err as Error);
       this.fail({
         code: "upstream_error",
         message: `upstream ${this.o.upstream.name} sent a response header that can't be relayed`,
@@ -206,11 +233,14 @@ export class Exchange implements Dispatcher.DispatchHandler {
     }
   }
 
-  /** Sends the held 401 (complete, or its start when it outgrew the hold limit). */
-  private releaseHeld(complete: boolean): void {
+  /**
+   * Sends the held 401 (complete, or its start when it outgrew the hold limit). Returns false
+   * when the upstream must pause until the client drains.
+   */
+  private releaseHeld(complete: boolean): boolean {
     const held = this.held!;
     this.held = undefined;
-    if (!this.writeHead(held.statusCode, held.rawHeaders)) return;
+    if (!this.writeHead(held.statusCode, held.rawHeaders)) return true;
     let ok = true;
     for (const chunk of held.chunks) {
       this.bytesOut += chunk.length;
@@ -219,9 +249,11 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (complete) {
       this.o.res.end();
       this.done({ status: held.statusCode, errorCode: undefined, cause: undefined });
-    } else if (!ok) {
-      this.controller?.pause();
+      return true;
     }
+    if (ok) return true;
+    this.waitForDrain();
+    return false;
   }
 
   private async replayAfter401(held: Held401): Promise<void> {

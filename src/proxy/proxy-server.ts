@@ -43,6 +43,11 @@ export interface ProxyServerDeps {
   dispatcherFor(upstreamName: string): Dispatcher;
   metrics: Metrics;
   logger: Logger;
+  /**
+   * Logger for the per-request access line (info). Default: a child of `logger` without
+   * redaction and with a cached timestamp (see access-logger.ts).
+   */
+  accessLogger?: Logger | undefined;
   lifecycle: Lifecycle;
 }
 
@@ -71,6 +76,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
     dispatcherFor: deps.dispatcherFor,
     metrics: deps.metrics,
     logger: deps.logger,
+    accessLogger: deps.accessLogger,
     lifecycle: deps.lifecycle,
   });
   const server = createServer(

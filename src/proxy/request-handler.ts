@@ -29,6 +29,8 @@ export interface RequestHandlerDeps {
   dispatcherFor(upstreamName: string): Dispatcher;
   metrics: Metrics;
   logger: Logger;
+  /** Where the per-request access line goes; default derived from `logger` (request-log.ts). */
+  accessLogger?: Logger | undefined;
   lifecycle: Lifecycle;
 }
 
@@ -66,7 +68,7 @@ const NO_UPSTREAM = "none";
 
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const { limits, metrics, lifecycle } = deps;
-  const recordRequest = createRequestRecorder(metrics, deps.logger);
+  const recordRequest = createRequestRecorder(metrics, deps.logger, deps.accessLogger);
   const router = createRouter(deps.upstreams);
   const routes = new Map<string, UpstreamRoute>();
   for (const upstream of deps.upstreams) {
@@ -198,7 +200,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       const route = routes.get(upstream.name)!;
       upstreamName = upstream.name;
       routed = true;
-      metrics.requestsInFlight.inc({ upstream: upstreamName });
+      recordRequest.markInFlight(upstreamName);
 
       const injected = route.injector.build(req.rawHeaders, {
         remoteAddress: req.socket.remoteAddress,

@@ -2,6 +2,8 @@
  * The upstream's response header list as sent to the client: raw order, duplicates (several
  * Set-Cookie) and case kept, hop-by-hop fields dropped (RFC 9110 §7.6.1), and `Connection: close`
  * added when the client connection must end after this response.
+ * One pass per response: only names as long as some hop-by-hop name are lowercased, and fields
+ * nominated by `Connection` are filtered in a second pass only when it names an end-to-end field.
  */
 
 const HOP_BY_HOP = new Set([
@@ -16,8 +18,25 @@ const HOP_BY_HOP = new Set([
   "http2-settings",
 ]);
 
+/** A name of any other length can't be hop-by-hop: no lowercasing needed to know. */
+const HOP_BY_HOP_LENGTHS = new Set([...HOP_BY_HOP].map((name) => name.length));
+
 function text(item: Buffer | string): string {
   return typeof item === "string" ? item : item.toString("latin1");
+}
+
+/**
+ * Adds the field names a `Connection` value nominates. `close` and names already dropped as
+ * hop-by-hop need no second pass, so they are left out.
+ */
+function addNominated(named: Set<string> | undefined, value: string): Set<string> | undefined {
+  for (const part of value.split(",")) {
+    const token = part.trim().toLowerCase();
+    if (token === "" || token === "close" || HOP_BY_HOP.has(token)) continue;
+    named ??= new Set();
+    named.add(token);
+  }
+  return named;
 }
 
 /** Flat [name, value, …] list for `res.writeHead`, from undici's raw response headers. */
@@ -26,19 +45,25 @@ export function clientResponseHeaders(
   closeConnection: boolean,
 ): string[] {
   let named: Set<string> | undefined;
+  let out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = text(raw[i]!);
-    if (name.length === 10 && name.toLowerCase() === "connection") {
-      named ??= new Set();
-      for (const part of text(raw[i + 1]!).split(",")) named.add(part.trim().toLowerCase());
+    if (HOP_BY_HOP_LENGTHS.has(name.length)) {
+      const lower = name.toLowerCase();
+      if (HOP_BY_HOP.has(lower)) {
+        if (lower === "connection") named = addNominated(named, text(raw[i + 1]!));
+        continue;
+      }
     }
-  }
-  const out: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = text(raw[i]!);
-    const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
     out.push(name, text(raw[i + 1]!));
+  }
+  if (named) {
+    const nominated = named;
+    const kept: string[] = [];
+    for (let i = 0; i < out.length; i += 2) {
+      if (!nominated.has(out[i]!.toLowerCase())) kept.push(out[i]!, out[i + 1]!);
+    }
+    out = kept;
   }
   if (closeConnection) out.push("connection", "close");
   return out;

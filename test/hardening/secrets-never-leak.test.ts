@@ -16,11 +16,11 @@ import { type Answer, send, sleep, waitFor } from "./support/traffic.js";
 
 /**
  * Issue 9, "leak nothing": one full life of a proxy — token fetches for three credentials (form
- * body, JSON body, HTTP Basic), an
- * upstream 401 and its replay, a token endpoint that fails (and echoes what it was sent), an
- * `invalid_client`, and a graceful shutdown — with every log line captured at trace level and
- * every response and admin page collected. Then the client secret (in every encoding it ever
- * travelled in) and every token the emulator issued must appear nowhere in any of it.
+ * body, JSON body, HTTP Basic), an upstream 401 and its replay, a token endpoint that fails
+ * (and echoes what it was sent), an `invalid_client`, and a graceful shutdown — with every log
+ * line captured at trace level and every response and admin page collected. Then the client
+ * secret (in every encoding it ever travelled in) and every token the emulator issued (seen by
+ * a tap in front of the token endpoint) must appear nowhere in any of it.
  */
 
 /** Characters that break naive encoders: form and URL specials, quotes, backslash, non-ASCII. */
