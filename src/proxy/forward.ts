@@ -303,6 +303,13 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private done(outcome: Omit<ExchangeOutcome, "replayed" | "bytesOut">): void {
     if (this.finished) return;
     this.finished = true;
-    this.o.onDone({ ...outcome, replayed: this.replayed, bytesOut: this.bytesOut });
+    // A literal of one fixed shape: spreading `outcome` here cost ~4% of a small GET's CPU.
+    this.o.onDone({
+      status: outcome.status,
+      replayed: this.replayed,
+      bytesOut: this.bytesOut,
+      errorCode: outcome.errorCode,
+      cause: outcome.cause,
+    });
   }
 }

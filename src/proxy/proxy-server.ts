@@ -26,6 +26,7 @@ import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { TokenProvider } from "../token/types.js";
+import { type AccessLog, createAccessLog } from "./access-log.js";
 import { answerClientError } from "./client-errors.js";
 import { writeRawProxyError } from "./proxy-errors.js";
 import { connectRejection } from "./request-guards.js";
@@ -44,10 +45,11 @@ export interface ProxyServerDeps {
   metrics: Metrics;
   logger: Logger;
   /**
-   * Logger for the per-request access line (info). Default: a child of `logger` without
-   * redaction and with a cached timestamp (see access-logger.ts).
+   * The per-request access line (info). Default: `createAccessLog(logger)`, line by line to the
+   * logger's destination; pass one created with `batch` to write stdout in batches (see
+   * access-log.ts). Flushed by `close()`.
    */
-  accessLogger?: Logger | undefined;
+  accessLog?: AccessLog | undefined;
   lifecycle: Lifecycle;
 }
 
@@ -69,6 +71,7 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 
 export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
   const { limits } = deps.config;
+  const accessLog = deps.accessLog ?? createAccessLog(deps.logger);
   const handler = createRequestHandler({
     limits,
     upstreams: deps.upstreams,
@@ -76,7 +79,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
     dispatcherFor: deps.dispatcherFor,
     metrics: deps.metrics,
     logger: deps.logger,
-    accessLogger: deps.accessLogger,
+    accessLog,
     lifecycle: deps.lifecycle,
   });
   const server = createServer(
@@ -128,7 +131,10 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
     },
     async close(timeoutMs) {
       handler.markClosing();
-      if (!server.listening) return;
+      if (!server.listening) {
+        accessLog.flush();
+        return;
+      }
       const closed = once(server, "close");
       server.close();
       server.closeIdleConnections();
@@ -137,6 +143,8 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
         await closed;
       } finally {
         clearTimeout(timer);
+        // The last requests' lines, if batched.
+        accessLog.flush();
       }
     },
     inFlight: () => handler.inFlight(),

@@ -12,6 +12,7 @@ import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
+import type { AccessLog } from "./access-log.js";
 import { type ExchangeOutcome, startExchange } from "./forward.js";
 import { createHeaderInjector, type HeaderInjector } from "./inject-headers.js";
 import { mapUpstreamError, sendProxyError } from "./proxy-errors.js";
@@ -29,8 +30,8 @@ export interface RequestHandlerDeps {
   dispatcherFor(upstreamName: string): Dispatcher;
   metrics: Metrics;
   logger: Logger;
-  /** Where the per-request access line goes; default derived from `logger` (request-log.ts). */
-  accessLogger?: Logger | undefined;
+  /** Where the per-request access line goes (see access-log.ts). */
+  accessLog: AccessLog;
   lifecycle: Lifecycle;
 }
 
@@ -68,7 +69,7 @@ const NO_UPSTREAM = "none";
 
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const { limits, metrics, lifecycle } = deps;
-  const recordRequest = createRequestRecorder(metrics, deps.logger, deps.accessLogger);
+  const recordRequest = createRequestRecorder(metrics, deps.accessLog);
   const router = createRouter(deps.upstreams);
   const routes = new Map<string, UpstreamRoute>();
   for (const upstream of deps.upstreams) {
@@ -203,7 +204,8 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       recordRequest.markInFlight(upstreamName);
 
       const injected = route.injector.build(req.rawHeaders, {
-        remoteAddress: req.socket.remoteAddress,
+        // A getpeername() call: only when X-Forwarded-For will carry it.
+        remoteAddress: upstream.forwardedHeaders ? req.socket.remoteAddress : undefined,
         authority: guard.authority,
       });
       if (injected.kind === "reject") {

@@ -30,6 +30,11 @@ function text(item: Buffer | string): string {
  * hop-by-hop need no second pass, so they are left out.
  */
 function addNominated(named: Set<string> | undefined, value: string): Set<string> | undefined {
+  // The usual values ("keep-alive", "close") name nothing to filter.
+  if (value.length <= 10) {
+    const lower = value.toLowerCase();
+    if (lower === "keep-alive" || lower === "close") return named;
+  }
   for (const part of value.split(",")) {
     const token = part.trim().toLowerCase();
     if (token === "" || token === "close" || HOP_BY_HOP.has(token)) continue;
