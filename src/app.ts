@@ -107,8 +107,10 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   // Built now, not on first use: an unreadable CA or key file fails the start, not a request.
   const pool = createDispatcherPool(config);
   const dispatcherOf = new Map<string, Dispatcher>();
+  const freshDispatcherOf = new Map<string, Dispatcher>();
   for (const upstream of config.upstreams) {
     dispatcherOf.set(upstream.name, pool.forUpstream(upstream));
+    freshDispatcherOf.set(upstream.name, pool.forFreshConnection(upstream));
     pool.forTokenEndpoint(upstream);
   }
   const dispatcherFor = (name: string): Dispatcher => {
@@ -141,6 +143,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
         upstreams: group.upstreams,
         tokenFor: (name: string) => tokens.forUpstream(name),
         dispatcherFor,
+        freshDispatcherFor: (name: string) => freshDispatcherOf.get(name) ?? dispatcherFor(name),
         metrics,
         logger,
         lifecycle,

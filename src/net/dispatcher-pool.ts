@@ -10,6 +10,8 @@ import { createDispatcher, type DispatcherOptions } from "./dispatcher.js";
 export interface DispatcherPool {
   /** The dispatcher for an upstream's API requests. */
   forUpstream(upstream: UpstreamConfig): Dispatcher;
+  /** Same settings, but used only with `reset: true`: never hands out a reused connection. */
+  forFreshConnection(upstream: UpstreamConfig): Dispatcher;
   /** The dispatcher for an upstream's token endpoint (its own TLS settings, see `token.tls`). */
   forTokenEndpoint(upstream: UpstreamConfig): Dispatcher;
   /** Close every dispatcher; errors are ignored (this runs at shutdown). */
@@ -19,7 +21,7 @@ export interface DispatcherPool {
 /** Create the pool; dispatchers are built on first use and shared by equal settings. */
 export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): DispatcherPool {
   const dispatchers = new Map<string, Dispatcher>();
-  const get = (upstream: UpstreamConfig, tls: UpstreamTls): Dispatcher => {
+  const get = (upstream: UpstreamConfig, tls: UpstreamTls, purpose = "pooled"): Dispatcher => {
     const settings: DispatcherOptions = {
       tls,
       connections: upstream.connections,
@@ -28,7 +30,7 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
       bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
       egressProxy: config.egressProxy,
     };
-    const key = JSON.stringify(settings);
+    const key = JSON.stringify([purpose, settings]);
     let dispatcher = dispatchers.get(key);
     if (!dispatcher) {
       dispatcher = createDispatcher(settings);
@@ -38,6 +40,7 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
   };
   return {
     forUpstream: (upstream) => get(upstream, upstream.tls),
+    forFreshConnection: (upstream) => get(upstream, upstream.tls, "fresh"),
     forTokenEndpoint: (upstream) => get(upstream, upstream.token.tls),
     async close() {
       await Promise.all([...dispatchers.values()].map((d) => d.close().catch(() => {})));

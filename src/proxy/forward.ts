@@ -45,6 +45,12 @@ export interface ExchangeOptions {
   upstream: UpstreamConfig;
   tokens: TokenProvider;
   dispatcher: Dispatcher;
+  /**
+   * Keeps no idle connections: the one retry after a reset goes through it, so it can't pick
+   * another stale pooled socket (an upstream or load balancer that closed every idle connection
+   * at once after a lull would otherwise fail the retry too).
+   */
+  freshDispatcher?: Dispatcher | undefined;
   method: string;
   /** Path and query as sent upstream, byte-exact. */
   path: string;
@@ -100,7 +106,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 
   dispatch(): void {
-    const { upstream, method, path, headers, body, dispatcher } = this.o;
+    const { upstream, method, path, headers, body } = this.o;
+    const dispatcher = this.retried
+      ? (this.o.freshDispatcher ?? this.o.dispatcher)
+      : this.o.dispatcher;
     this.abortUpstream = undefined;
     this.resumeUpstream = undefined;
     this.held = undefined;
@@ -115,6 +124,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
           body,
           headersTimeout: upstream.timeouts.responseHeadersMs,
           bodyTimeout: upstream.timeouts.bodyIdleMs,
+          // The retry's connection is closed afterwards, so the fresh dispatcher never pools.
+          reset: this.retried,
         },
         this,
       );

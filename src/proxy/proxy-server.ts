@@ -42,6 +42,8 @@ export interface ProxyServerDeps {
   tokenFor(upstreamName: string): TokenProvider;
   /** Called per request; keep it a cheap lookup. */
   dispatcherFor(upstreamName: string): Dispatcher;
+  /** See RequestHandlerDeps.freshDispatcherFor. */
+  freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
   metrics: Metrics;
   logger: Logger;
   /**
@@ -77,6 +79,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
     upstreams: deps.upstreams,
     tokenFor: deps.tokenFor,
     dispatcherFor: deps.dispatcherFor,
+    freshDispatcherFor: deps.freshDispatcherFor,
     metrics: deps.metrics,
     logger: deps.logger,
     accessLog,

@@ -28,6 +28,8 @@ export interface RequestHandlerDeps {
   /** Called per request (cheap lookups expected): the registry may evict idle sources. */
   tokenFor(upstreamName: string): TokenProvider;
   dispatcherFor(upstreamName: string): Dispatcher;
+  /** A dispatcher that keeps no idle connections, for the one retry after a reset. */
+  freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
   metrics: Metrics;
   logger: Logger;
   /** Where the per-request access line goes (see access-log.ts). */
@@ -230,6 +232,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
           upstream,
           tokens,
           dispatcher: deps.dispatcherFor(upstream.name),
+          freshDispatcher: deps.freshDispatcherFor?.(upstream.name),
           method,
           path,
           headers: injected.headers,
