@@ -3,8 +3,10 @@
  * validation, so every problem is reported at once; values of the wrong type are skipped here
  * because the schema already reported them).
  */
+
 import { constants } from "node:fs";
 import { access, stat } from "node:fs/promises";
+import { HOP_BY_HOP_HEADERS } from "../net/hop-by-hop.js";
 import { KNOWN_API_VERSIONS } from "./api-versions.js";
 import { SETTINGS } from "./env-overrides.js";
 import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
@@ -23,15 +25,7 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const TOKEN_PARAM_NAME = /^[A-Za-z0-9_.-]+$/;
 
 const HOP_BY_HOP = "it is a hop-by-hop header (RFC 9110 §7.6.1), never forwarded";
-const HOP_BY_HOP_NAMES = [
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "te",
-  "transfer-encoding",
-  "upgrade",
-  "proxy-authorization",
-];
+const HOP_BY_HOP_NAMES = HOP_BY_HOP_HEADERS;
 
 /** Names `headers` may not set, with the reason. */
 const FORBIDDEN_HEADERS: ReadonlyMap<string, string> = new Map([

@@ -7,6 +7,7 @@
  * can't remove the Authorization we add (the reply-from / Envoy rule).
  */
 import type { UpstreamConfig } from "../config/types.js";
+import { HOP_BY_HOP_HEADERS } from "../net/hop-by-hop.js";
 import type { AccessToken } from "../token/types.js";
 
 /**
@@ -15,14 +16,7 @@ import type { AccessToken } from "../token/types.js";
  * send it; Node already answered 100-continue), and Forwarded (spoofable topology).
  */
 const ALWAYS_DROPPED = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "te",
-  "transfer-encoding",
-  "upgrade",
-  "proxy-authorization",
-  "http2-settings",
+  ...HOP_BY_HOP_HEADERS,
   "host",
   "content-length",
   "expect",

@@ -5,18 +5,9 @@
  * One pass per response: only names as long as some hop-by-hop name are lowercased, and fields
  * nominated by `Connection` are filtered in a second pass only when it names an end-to-end field.
  */
+import { HOP_BY_HOP_HEADERS } from "../net/hop-by-hop.js";
 
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "te",
-  "transfer-encoding",
-  "upgrade",
-  "proxy-authorization",
-  "proxy-authenticate",
-  "http2-settings",
-]);
+const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS);
 
 /** A name of any other length can't be hop-by-hop: no lowercasing needed to know. */
 const HOP_BY_HOP_LENGTHS = new Set([...HOP_BY_HOP].map((name) => name.length));
