@@ -168,7 +168,8 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
       });
     };
 
-    res.once("close", () => {
+    // `on`, not `once`: a response closes once, and `once` costs a wrapper per request.
+    res.on("close", () => {
       if (res.writableFinished) return;
       abortWait?.abort();
       if (exchangeAbort) exchangeAbort();
