@@ -25,7 +25,8 @@ function exposeGc(): () => void {
 async function measure<T>(work: () => Promise<T>) {
   const gc = exposeGc();
   gc();
-  const live = (m: NodeJS.MemoryUsage) => m.heapUsed + m.external + m.arrayBuffers;
+  // `external` already includes `arrayBuffers` (Buffers): adding both counted every chunk twice.
+  const live = (m: NodeJS.MemoryUsage) => m.heapUsed + m.external;
   const base = process.memoryUsage();
   let peakRss = base.rss;
   let peakLive = live(base);
