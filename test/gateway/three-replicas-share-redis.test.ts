@@ -43,7 +43,7 @@ upstreams:
     clientId: demo-client
     clientSecret: demo-secret
     tls: { caFile: ${JSON.stringify(emulator.caFile)} }
-    token: { prefetch: false }
+    token: { prefetch: false, minAgeBeforeInvalidate: 100ms }
 `;
     replicas = await Promise.all(Array.from({ length: REPLICAS }, () => startProxyProcess(config)));
     // Replicas in a Deployment are connected to Redis long before a burst: wait for that, so the
@@ -81,6 +81,8 @@ upstreams:
   it("keeps answering when Redis is killed, fetching tokens locally", async () => {
     await redis.kill();
     // Revoke so every replica must get a new token while Redis is gone.
+    // (minAgeBeforeInvalidate is 100 ms above, so the just-fetched token may be dropped on 401.)
+    await new Promise((r) => setTimeout(r, 200));
     emulator.revokeAllTokens();
     emulator.resetStats();
     const statuses = (await Promise.all(replicas.map((r) => burst(r.proxyUrl, 50)))).flat();
