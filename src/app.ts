@@ -7,12 +7,13 @@ import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import type { Dispatcher } from "undici";
 import { createAdminServer } from "./admin/admin-server.js";
-import type { ListenSpec, ProxyConfig, UpstreamConfig } from "./config/types.js";
+import type { ProxyConfig, UpstreamConfig } from "./config/types.js";
 import { createLifecycle, type Lifecycle } from "./lifecycle.js";
 import { createDispatcherPool } from "./net/dispatcher-pool.js";
 import type { Logger } from "./observability/logger.js";
 import { createMetrics, type Metrics } from "./observability/metrics.js";
 import { createProxyServer, type ProxyServer } from "./proxy/proxy-server.js";
+import { groupUpstreamsByListener } from "./proxy/router.js";
 import { systemClock } from "./token/clock.js";
 import { createRedisTokenCache } from "./token/redis-token-cache.js";
 import { createSharedTokenSourceFactory } from "./token/shared-token-source.js";
@@ -37,29 +38,6 @@ export interface App {
   listen(): Promise<{ proxy: AddressInfo[]; admin: AddressInfo }>;
   /** Close listeners (in-flight requests get up to `timeoutMs`), then timers and pools. */
   close(timeoutMs?: number): Promise<void>;
-}
-
-function listenerKey(listen: ListenSpec): string {
-  return `${listen.host}:${listen.port}`;
-}
-
-/** Upstreams grouped by the listener that serves them: their own, or the main one. */
-function groupByListener(
-  config: ProxyConfig,
-): Map<string, { listen: ListenSpec; upstreams: UpstreamConfig[] }> {
-  const groups = new Map<string, { listen: ListenSpec; upstreams: UpstreamConfig[] }>();
-  groups.set(listenerKey(config.listen), { listen: config.listen, upstreams: [] });
-  for (const upstream of config.upstreams) {
-    const listen = upstream.listen ?? config.listen;
-    const key = listenerKey(listen);
-    let group = groups.get(key);
-    if (!group) {
-      group = { listen, upstreams: [] };
-      groups.set(key, group);
-    }
-    group.upstreams.push(upstream);
-  }
-  return groups;
 }
 
 /**
@@ -134,8 +112,8 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     ...(sharedCache ? { createSource: createSharedTokenSourceFactory(sharedCache) } : {}),
   });
 
-  const proxies = [...groupByListener(config).values()]
-    .filter((group) => group.upstreams.length > 0 || group.listen === config.listen)
+  const proxies = groupUpstreamsByListener(config)
+    .filter((group) => group.upstreams.length > 0 || group.main)
     .map((group) =>
       createProxyServer({
         config,
