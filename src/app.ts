@@ -49,9 +49,7 @@ function watchStartup(
   tokens: TokenRegistry,
   lifecycle: Lifecycle,
 ): NodeJS.Timeout | undefined {
-  const eager =
-    tokens.credentialCount <= Math.min(config.tokenCache.eagerLimit, config.tokenCache.maxSources);
-  const waitingFor = eager
+  const waitingFor = tokens.eager
     ? config.upstreams.filter((u) => u.tokenPolicy.prefetch).map((u) => u.name)
     : [];
   const check = (): boolean => {

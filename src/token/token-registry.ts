@@ -42,6 +42,8 @@ export interface TokenRegistry {
   statuses(): Map<string, TokenStatus>;
   /** Number of distinct credentials in the configuration. */
   readonly credentialCount: number;
+  /** True when tokens are prefetched at start (credentials ≤ eagerLimit), false when lazy. */
+  readonly eager: boolean;
   close(): void;
 }
 
@@ -148,6 +150,7 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
       return result;
     },
     credentialCount: groups.size,
+    eager,
     close() {
       if (closed) return;
       closed = true;
