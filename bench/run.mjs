@@ -172,6 +172,7 @@ async function main() {
       connections: settings.connections,
       rate: settings.rate,
       latencyDurationS: settings.latencyDurationS,
+      latencyWarmupS: settings.latencyWarmupS,
       generator,
       generatorNote,
       upstream: started.upstream.kind,

@@ -23,6 +23,15 @@ const CLI = process.env.BENCH_BEARER_PROXY_CLI ?? join(REPO_DIR, "dist", "cli.js
 const EMULATOR_MODULE =
   process.env.BENCH_EMULATOR_MODULE ?? join(REPO_DIR, "dist", "emulator", "emulator.js");
 const START_TIMEOUT_MS = 20_000;
+/**
+ * The NODE_OPTIONS the container image sets (Dockerfile `ENV NODE_OPTIONS`; a packaging test
+ * keeps the two equal): the bench runs bearer-proxy as it ships. BENCH_BEARER_PROXY_NODE_FLAGS
+ * replaces them, e.g. with "" to compare against Node's defaults.
+ */
+export const IMAGE_NODE_OPTIONS = "--max-semi-space-size=2";
+const NODE_FLAGS = (process.env.BENCH_BEARER_PROXY_NODE_FLAGS ?? IMAGE_NODE_OPTIONS)
+  .split(" ")
+  .filter(Boolean);
 
 /** Why bearer-proxy cannot run here, or null when its build is present. */
 export function bearerProxyMissing() {
@@ -108,9 +117,14 @@ export async function startBearerProxy({
     }),
   );
   const spawnedAt = performance.now();
-  const child = spawnPinned(core, process.execPath, [CLI, "run", "--config", configFile], {
-    cwd: REPO_DIR,
-  });
+  const child = spawnPinned(
+    core,
+    process.execPath,
+    [...NODE_FLAGS, CLI, "run", "--config", configFile],
+    {
+      cwd: REPO_DIR,
+    },
+  );
   child.stdout.resume();
   const adminUrl = `http://127.0.0.1:${adminPort}`;
   const isDead = () => child.exitCode !== null || child.signalCode !== null;

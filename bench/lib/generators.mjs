@@ -85,22 +85,24 @@ export async function runClosedLoop({
 }
 
 /** Open-loop load at `rate` req/s; latency from each request's intended send time. */
-export async function runFixedRate({ core, url, rate, durationS, caFile }) {
+export async function runFixedRate({ core, url, rate, durationS, warmupS, caFile }) {
   const raw = await runGenerator(
     core,
     process.execPath,
     [
       join(BENCH_DIR, "fixed-rate.mjs"),
       ...["--url", url, "--rate", String(rate), "--duration", String(durationS)],
+      ...["--warmup", String(warmupS)],
       ...(url.startsWith("https:") ? ["--ca", caFile] : []),
     ],
-    durationS,
+    durationS + warmupS,
   );
   return {
     rps: raw.achievedRate,
     requests: raw.requests,
     p50Ms: raw.p50Us / 1000,
     p99Ms: raw.p99Us / 1000,
+    typicalSecondP99Ms: raw.typicalSecondP99Us / 1000,
     errors: raw.errors + (raw.sent - raw.requests - raw.errors),
     statusErrors: raw.statusErrors,
     raw,

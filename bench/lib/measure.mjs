@@ -79,6 +79,7 @@ export async function measureCell({ competitor, caseDef, round, settings, upstre
             url,
             rate: settings.rate,
             durationS: settings.latencyDurationS,
+            warmupS: settings.latencyWarmupS,
             caFile: certs.caFile,
           })
         : await runClosedLoop({
@@ -107,6 +108,9 @@ export async function measureCell({ competitor, caseDef, round, settings, upstre
     requests: load.requests,
     p50Ms: load.p50Ms,
     p99Ms: load.p99Ms,
+    ...(load.typicalSecondP99Ms === undefined
+      ? {}
+      : { typicalSecondP99Ms: load.typicalSecondP99Ms }),
     errors: load.errors,
     statusErrors: load.statusErrors,
     cpuSecondsPer10k: measured && load.requests > 0 ? (cpuSeconds / load.requests) * 10_000 : null,

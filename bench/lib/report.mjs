@@ -51,8 +51,8 @@ function throughputTable(caseSummary, order) {
 
 function latencyTable(caseSummary, order) {
   const rows = [
-    "| competitor | achieved req/s | p50 ms | p99 ms | p50 added ms | p99 added ms | CPU s/10k | peak RSS MiB |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|",
+    "| competitor | achieved req/s | p50 ms | p99 ms | typical-second p99 ms | p50 added ms | p99 added ms | typical-second p99 added ms | CPU s/10k | peak RSS MiB |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const key of order) {
     const s = caseSummary[key];
@@ -60,7 +60,8 @@ function latencyTable(caseSummary, order) {
     const added = (d) => (key === "direct" ? "0" : withRange(d, 3));
     rows.push(
       `| ${LABELS[key] ?? key} | ${num(s.rps.median)} | ${withRange(s.p50Ms, 3)} | ${withRange(s.p99Ms, 3)} | ` +
-        `${added(s.addedP50Ms)} | ${added(s.addedP99Ms)} | ${num(s.cpuSecondsPer10k.median, 3)} | ${num(s.peakRssMiB.max, 1)} |`,
+        `${withRange(s.typicalSecondP99Ms, 3)} | ${added(s.addedP50Ms)} | ${added(s.addedP99Ms)} | ` +
+        `${added(s.addedTypicalSecondP99Ms)} | ${num(s.cpuSecondsPer10k.median, 3)} | ${num(s.peakRssMiB.max, 1)} |`,
     );
   }
   return rows.join("\n");
@@ -97,7 +98,7 @@ function targetsTable(targets) {
     "| target | bearer-proxy | result | same, per CPU-s | undici forwarder | fastify-http-proxy |",
     "|---|---:|:---:|---:|---:|---:|",
   ];
-  const mark = (r) => (r.verdict === "PASS" ? "✓" : "✗");
+  const mark = (r) => (r.verdict === "PASS" ? "✓" : r.verdict === "NOISY" ? "~" : "✗");
   const perCpu = (r) => (r.perCpu === null ? "" : ` (per CPU-s ${num(r.perCpu, 2)})`);
   const show = (r) => (r.value === null ? "—" : `${num(r.value, 2)} ${mark(r)}${perCpu(r)}`);
   for (const t of targets) {
@@ -131,6 +132,11 @@ export function renderMarkdown({ meta, summary, cases, token, targets, order, pr
   if (summary.latency) {
     parts.push(
       `## Fixed-rate latency: ${meta.rate} req/s GET /small for ${meta.latencyDurationS} s (open loop, from intended send time)`,
+      "",
+      `Each cell first runs ${meta.latencyWarmupS ?? 0} s at the same rate unrecorded (JIT warm-up, connections open). ` +
+        "*Typical-second p99* is the median over the cell's 1-second windows of each window's p99: one " +
+        "machine-wide stall decides a whole-run p99 on this VM (direct itself shows it), so both are given. " +
+        "An added p99 below zero means direct's run held the bigger stall (verdict NOISY).",
       "",
       latencyTable(summary.latency, order),
       "",

@@ -108,5 +108,7 @@ export function parseSettings(argv) {
     strict: values.strict,
     timeLimitS: positive(values["time-limit"] ?? (smoke ? 240 : 3600), "time-limit"),
     warmupS: smoke ? 0 : 2,
+    // Unrecorded seconds at the fixed rate before latency is measured (see bench/fixed-rate.mjs).
+    latencyWarmupS: smoke ? 1 : 2,
   };
 }

@@ -76,6 +76,8 @@ export function summarize(cells, competitorKeys) {
         perCpuVsUndici: inverse(ratiosWithin(caseCells, key, "undici", "cpuSecondsPer10k")),
         addedP50Ms: differencesWithin(caseCells, key, "direct", "p50Ms"),
         addedP99Ms: differencesWithin(caseCells, key, "direct", "p99Ms"),
+        typicalSecondP99Ms: spread(own.map((c) => c.typicalSecondP99Ms)),
+        addedTypicalSecondP99Ms: differencesWithin(caseCells, key, "direct", "typicalSecondP99Ms"),
       };
     }
   }

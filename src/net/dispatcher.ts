@@ -3,6 +3,7 @@
  * setGlobalDispatcher), with certificate verification always on: system CAs, plus
  * NODE_EXTRA_CA_CERTS and the upstream's `tls.caFile` when one is configured.
  */
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
 import { Agent, type Dispatcher, ProxyAgent } from "undici";
@@ -24,6 +25,14 @@ export interface DispatcherOptions {
 }
 
 /**
+ * Secure contexts by the contents of their files: the upstream, its retry dispatcher and its
+ * token endpoint usually share one (each would hold its own parsed copy of ~140 roots, ~1 MiB
+ * of RSS). Keyed by content, so a file that changed between two apps in one process (tests,
+ * `check` after an edit) never gets a stale context.
+ */
+const secureContexts = new Map<string, SecureContext>();
+
+/**
  * TLS options shared by token requests and forwarded requests. Passing `ca` replaces Node's
  * default store (which is where NODE_EXTRA_CA_CERTS lives), so rebuild it: system roots +
  * NODE_EXTRA_CA_CERTS + the configured CA file. The secure context is built once: handing
@@ -38,20 +47,23 @@ export function buildTlsOptions(tls: UpstreamTls, extraCaCertsFile: string | und
   } = { rejectUnauthorized: true, minVersion: "TLSv1.2" };
   const needsContext = Boolean(tls.caFile || (tls.certFile && tls.keyFile));
   if (needsContext) {
-    const contextOptions: { minVersion: "TLSv1.2"; ca?: string[]; cert?: Buffer; key?: Buffer } = {
-      minVersion: "TLSv1.2",
-    };
-    if (tls.caFile) {
-      const ca = [...rootCertificates];
-      if (extraCaCertsFile) ca.push(readFileSync(extraCaCertsFile, "utf8"));
-      ca.push(readFileSync(tls.caFile, "utf8"));
-      contextOptions.ca = ca;
+    const extraCa = tls.caFile && extraCaCertsFile ? readFileSync(extraCaCertsFile, "utf8") : "";
+    const ca = tls.caFile ? readFileSync(tls.caFile, "utf8") : "";
+    const cert = tls.certFile && tls.keyFile ? readFileSync(tls.certFile) : undefined;
+    const key = tls.certFile && tls.keyFile ? readFileSync(tls.keyFile) : undefined;
+    const cacheKey = createHash("sha256")
+      .update(JSON.stringify([extraCa, ca, cert?.toString("base64"), key?.toString("base64")]))
+      .digest("hex");
+    let context = secureContexts.get(cacheKey);
+    if (!context) {
+      context = createSecureContext({
+        minVersion: "TLSv1.2",
+        ...(tls.caFile ? { ca: [...rootCertificates, ...(extraCa ? [extraCa] : []), ca] } : {}),
+        ...(cert && key ? { cert, key } : {}),
+      });
+      secureContexts.set(cacheKey, context);
     }
-    if (tls.certFile && tls.keyFile) {
-      contextOptions.cert = readFileSync(tls.certFile);
-      contextOptions.key = readFileSync(tls.keyFile);
-    }
-    options.secureContext = createSecureContext(contextOptions);
+    options.secureContext = context;
   }
   if (tls.serverName) options.servername = tls.serverName;
   return options;
