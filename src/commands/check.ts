@@ -230,6 +230,7 @@ async function probeApi(
     connectTimeoutMs: upstream.timeouts.connectMs,
     headersTimeoutMs: upstream.timeouts.responseHeadersMs,
     bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
+    idleConnectionMs: upstream.timeouts.idleConnectionMs,
     egressProxy: config.egressProxy,
   });
   const started = performance.now();

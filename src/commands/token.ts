@@ -89,6 +89,7 @@ export async function fetchToken(
       connectTimeoutMs: upstream.timeouts.connectMs,
       headersTimeoutMs: timeoutMs,
       bodyTimeoutMs: timeoutMs,
+      idleConnectionMs: upstream.timeouts.idleConnectionMs,
       egressProxy: config.egressProxy,
     });
     const token = await requestToken(upstream.token, credentials, { dispatcher, timeoutMs });

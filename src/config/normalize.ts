@@ -49,7 +49,7 @@ export const DEFAULTS = {
     forwardedHeaders: false,
     replayBodyLimit: "1MiB",
     connections: 128,
-    timeouts: { connect: "10s", responseHeaders: "30s", bodyIdle: "60s" },
+    timeouts: { connect: "10s", responseHeaders: "30s", bodyIdle: "60s", idleConnection: "4s" },
     token: {
       defaultExpiresIn: "600s",
       refreshWindow: [0.75, 0.85] as const,
@@ -200,6 +200,7 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
       connectMs: parseDurationMs(timeouts.connect ?? D.timeouts.connect),
       responseHeadersMs: parseDurationMs(timeouts.responseHeaders ?? D.timeouts.responseHeaders),
       bodyIdleMs: parseDurationMs(timeouts.bodyIdle ?? D.timeouts.bodyIdle),
+      idleConnectionMs: parseDurationMs(timeouts.idleConnection ?? D.timeouts.idleConnection),
     },
   };
 }

@@ -109,6 +109,11 @@ export const Timeouts = T.Object(
     responseHeaders: T.Optional(Duration),
     /** Longest silence while a response or request body is streaming. Default "60s". */
     bodyIdle: T.Optional(Duration),
+    /**
+     * How long an unused keep-alive connection to the upstream stays open, when the upstream
+     * does not announce its own limit (`Keep-Alive: timeout=N` always wins). Default "4s".
+     */
+    idleConnection: T.Optional(Duration),
   },
   { additionalProperties: false },
 );

@@ -73,7 +73,12 @@ export interface UpstreamConfig {
   headers: Readonly<Record<string, string>>;
   replayBodyLimitBytes: number;
   connections: number;
-  timeouts: { connectMs: number; responseHeadersMs: number; bodyIdleMs: number };
+  timeouts: {
+    connectMs: number;
+    responseHeadersMs: number;
+    bodyIdleMs: number;
+    idleConnectionMs: number;
+  };
 }
 
 export interface LimitsConfig {

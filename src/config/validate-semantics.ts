@@ -12,6 +12,7 @@ import { SETTINGS } from "./env-overrides.js";
 import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
 import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
 import { didYouMean } from "./suggest.js";
+import { parseDurationMs } from "./units.js";
 import { validateDurations } from "./validate-durations.js";
 import { validateRoutes } from "./validate-routes.js";
 
@@ -128,6 +129,14 @@ function checkUpstream(
       );
     }
   }
+  // undici refuses a zero keep-alive timeout; "keep nothing idle" is what a small value means.
+  const idle = isObject(u.timeouts) ? u.timeouts.idleConnection : undefined;
+  if ((typeof idle === "string" || typeof idle === "number") && durationIsZero(idle)) {
+    issues.add(
+      [...at, "timeouts", "idleConnection"],
+      `expected a duration above zero such as "1s", found ${describeValue(idle, [...at, "timeouts", "idleConnection"])}`,
+    );
+  }
   if (isObject(u.listen) && u.listen.port === undefined) {
     issues.add([...at, "listen", "port"], "required for an upstream's own listener, found none");
   }
@@ -143,6 +152,14 @@ function checkUpstream(
   if (isObject(u.tls)) {
     for (const key of ["caFile", "certFile", "keyFile"])
       collectFile(u.tls, key, [...at, "tls"], ctx, files);
+  }
+}
+
+function durationIsZero(value: string | number): boolean {
+  try {
+    return parseDurationMs(value) === 0;
+  } catch {
+    return false; // malformed: the schema reports it
   }
 }
 

@@ -28,6 +28,7 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
       connectTimeoutMs: upstream.timeouts.connectMs,
       headersTimeoutMs: upstream.timeouts.responseHeadersMs,
       bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
+      idleConnectionMs: upstream.timeouts.idleConnectionMs,
       egressProxy: config.egressProxy,
     };
     const key = JSON.stringify([purpose, settings]);

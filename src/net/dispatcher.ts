@@ -18,6 +18,8 @@ export interface DispatcherOptions {
   headersTimeoutMs: number;
   /** Longest silence while a body streams (undici bodyTimeout). */
   bodyTimeoutMs: number;
+  /** Idle keep-alive connections close after this unless the server announces a limit. */
+  idleConnectionMs: number;
   /** Explicitly configured egress proxy; environment HTTP(S)_PROXY is ignored on purpose. */
   egressProxy: string | undefined;
   /** NODE_EXTRA_CA_CERTS value; injected so tests control it. */
@@ -79,7 +81,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     connections: options.connections,
     headersTimeout: options.headersTimeoutMs,
     bodyTimeout: options.bodyTimeoutMs,
-    keepAliveTimeout: 4_000,
+    keepAliveTimeout: options.idleConnectionMs,
     // No redirect interceptor: undici 7 never follows redirects without one, and a token must
     // never follow a redirect to another host (undici CVE history).
   };

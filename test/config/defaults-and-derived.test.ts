@@ -73,7 +73,12 @@ describe("defaults", () => {
           headers: {},
           replayBodyLimitBytes: 1024 * 1024,
           connections: 128,
-          timeouts: { connectMs: 10_000, responseHeadersMs: 30_000, bodyIdleMs: 60_000 },
+          timeouts: {
+            connectMs: 10_000,
+            responseHeadersMs: 30_000,
+            bodyIdleMs: 60_000,
+            idleConnectionMs: 4_000,
+          },
         },
       ],
     };

@@ -314,3 +314,12 @@ describe("ambiguous routes", () => {
     ]);
   });
 });
+
+describe("timeouts.idleConnection", () => {
+  it("must be above zero (undici has no 'never keep idle'; a small value is that)", async () => {
+    expect(await messages(oneUpstream("timeouts:\n  idleConnection: 0s"))).toEqual([
+      'upstreams[0] (api).timeouts.idleConnection: expected a duration above zero such as "1s", found "0s" (line 7)',
+    ]);
+    expect(await messages(oneUpstream("timeouts:\n  idleConnection: 1500ms"))).toEqual([]);
+  });
+});

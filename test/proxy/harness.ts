@@ -85,6 +85,7 @@ export async function startTestProxy(options: TestProxyOptions): Promise<TestPro
         connectTimeoutMs: upstream.timeouts.connectMs,
         headersTimeoutMs: upstream.timeouts.responseHeadersMs,
         bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
+        idleConnectionMs: upstream.timeouts.idleConnectionMs,
         egressProxy: undefined,
         extraCaCertsFile: undefined,
       }),

@@ -40,6 +40,7 @@ export function tokenDispatcher(tls: UpstreamTls): Dispatcher {
     connectTimeoutMs: 5_000,
     headersTimeoutMs: 10_000,
     bodyTimeoutMs: 10_000,
+    idleConnectionMs: 4_000,
     egressProxy: undefined,
     extraCaCertsFile: undefined,
   });

@@ -43,7 +43,7 @@ Parameters (a dict; pass the same dict to both templates):
   logLevel            trace|debug|info|warn|error. Default "info".
   env                 Extra env entries (list of EnvVar).
   volumeMounts        Extra volume mounts (list), e.g. a CA bundle for BEARER_PROXY_CA_FILE.
-  resources           Container resources. Default requests 50m CPU / 64Mi, limit 128Mi memory.
+  resources           Container resources. Default requests 50m CPU / 128Mi, limit 256Mi memory (RSS is ~100 MiB idle, up to ~155 MiB under heavy load on Node 24).
   readinessProbe      true adds a readinessProbe on /readyz. Default false: the pod's readiness
                       would then follow the upstream's token endpoint, taking the app out of its
                       Service whenever the upstream has an outage.
@@ -128,9 +128,9 @@ Parameters (a dict; pass the same dict to both templates):
     {{- else }}
     requests:
       cpu: 50m
-      memory: 64Mi
-    limits:
       memory: 128Mi
+    limits:
+      memory: 256Mi
     {{- end }}
   securityContext:
     runAsNonRoot: true
