@@ -320,6 +320,10 @@ describe("timeouts.idleConnection", () => {
     expect(await messages(oneUpstream("timeouts:\n  idleConnection: 0s"))).toEqual([
       'upstreams[0] (api).timeouts.idleConnection: expected a duration above zero such as "1s", found "0s" (line 7)',
     ]);
-    expect(await messages(oneUpstream("timeouts:\n  idleConnection: 1500ms"))).toEqual([]);
+    const { config } = await loadConfigWithWarnings({
+      configText: oneUpstream("timeouts:\n  idleConnection: 1500ms"),
+      env: {},
+    });
+    expect(config.upstreams[0]?.timeouts.idleConnectionMs).toBe(1500);
   });
 });
