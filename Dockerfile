@@ -53,7 +53,7 @@ LABEL org.opencontainers.image.title="bearer-proxy" \
       org.opencontainers.image.base.name="gcr.io/distroless/nodejs24-debian12:nonroot"
 
 # A 2 MiB young generation (Node's default is 16 MiB per semi-space): peak RSS under load
-# drops by 25-45 MiB for the same CPU (bench/README.md, "Runtime flags"). NODE_OPTIONS, not an
+# drops by 25-45 MiB for ~5 us more GC per request (bench/PROFILE.md). NODE_OPTIONS, not an
 # ENTRYPOINT flag, so a deployment can still override it.
 ENV NODE_ENV=production \
     NODE_OPTIONS="--max-semi-space-size=2"
