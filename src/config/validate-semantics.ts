@@ -12,6 +12,7 @@ import { SETTINGS } from "./env-overrides.js";
 import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
 import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
 import { didYouMean } from "./suggest.js";
+import { checkCertificateMatchesKey, checkPemFile, type PemKind } from "./tls-files.js";
 import { parseDurationMs } from "./units.js";
 import { validateDurations } from "./validate-durations.js";
 import { validateRoutes } from "./validate-routes.js";
@@ -53,10 +54,19 @@ const RESERVED_TOKEN_PARAMS: ReadonlyMap<string, string> = new Map([
   ["scope", "use the scope setting"],
 ]);
 
+/** The TLS files of an upstream and what each must hold. */
+const TLS_FILES: readonly [string, PemKind][] = [
+  ["caFile", "ca"],
+  ["certFile", "cert"],
+  ["keyFile", "key"],
+];
+
 /** A file path to check for readability, and where it was written. */
 interface FileRef {
   path: IssuePath;
   absolute: string;
+  /** What the file must hold, beyond being readable (see tls-files.ts). */
+  holds?: PemKind | undefined;
 }
 
 /** Run every semantic check; problems and warnings go to `issues`. */
@@ -73,10 +83,29 @@ export async function validateSemantics(
   });
   validateRoutes(doc, issues);
   validateDurations(doc, issues);
-  const problems = await Promise.all(files.map((f) => checkReadableFile(f.absolute)));
+  const problems = await Promise.all(
+    files.map(async (f) => {
+      const unreadable = await checkReadableFile(f.absolute);
+      if (unreadable !== undefined || f.holds === undefined) return unreadable;
+      return checkPemFile(f.absolute, f.holds);
+    }),
+  );
   problems.forEach((problem, i) => {
     if (problem !== undefined) issues.add(files[i]!.path, problem);
   });
+  checkKeyPairs(files, problems, issues);
+}
+
+/** A client certificate and key that both parsed must belong together. */
+function checkKeyPairs(files: FileRef[], problems: (string | undefined)[], issues: IssueList) {
+  const parsed = files.filter((f, i) => f.holds !== undefined && problems[i] === undefined);
+  for (const key of parsed.filter((f) => f.holds === "key")) {
+    const owner = toPointer(key.path.slice(0, -1));
+    const cert = parsed.find((f) => f.holds === "cert" && toPointer(f.path.slice(0, -1)) === owner);
+    if (!cert) continue;
+    const mismatch = checkCertificateMatchesKey(cert.absolute, key.absolute);
+    if (mismatch !== undefined) issues.add(key.path, mismatch);
+  }
 }
 
 function checkUpstream(
@@ -150,8 +179,8 @@ function checkUpstream(
 
   for (const key of ["clientIdFile", "clientSecretFile"]) collectFile(u, key, at, ctx, files);
   if (isObject(u.tls)) {
-    for (const key of ["caFile", "certFile", "keyFile"])
-      collectFile(u.tls, key, [...at, "tls"], ctx, files);
+    for (const [key, holds] of TLS_FILES)
+      collectFile(u.tls, key, [...at, "tls"], ctx, files, holds);
   }
 }
 
@@ -294,11 +323,12 @@ function collectFile(
   at: IssuePath,
   ctx: PathContext,
   files: FileRef[],
+  holds?: PemKind,
 ): void {
   const value = owner[key];
   if (typeof value !== "string" || value === "") return;
   const path = [...at, key];
-  files.push({ path, absolute: resolveFilePath(path, value, ctx) });
+  files.push({ path, absolute: resolveFilePath(path, value, ctx), holds });
 }
 
 /** Undefined when `file` is a readable regular file, else what is wrong with it. */

@@ -1,9 +1,11 @@
 /** A minimal file gets every documented default; derived values (URLs, headers) are computed; the result is frozen. */
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
 import { DEFAULTS } from "../../src/config/normalize.js";
 import type { ProxyConfig } from "../../src/config/types.js";
-import { UPSTREAM, yaml } from "./load-helpers.js";
+import { pemCaFile, removeTempDirs, UPSTREAM, yaml } from "./load-helpers.js";
+
+afterAll(removeTempDirs);
 
 const load = (text: string) => loadConfig({ configText: text, env: {} });
 
@@ -180,7 +182,7 @@ describe("derived values", () => {
           baseUrl: https://10.0.0.5:8443
           clientId: id
           clientSecret: secret
-          tls: { serverName: api.internal, caFile: ${import.meta.filename} }
+          tls: { serverName: api.internal, caFile: ${pemCaFile()} }
         - name: other
           baseUrl: https://10.0.0.6
           tokenUrl: https://login.example.com/token

@@ -1,7 +1,8 @@
 /** Shared helpers for the config tests: load YAML text, collect the issues of a failed load. */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { rootCertificates } from "node:tls";
 import { expect } from "vitest";
 import { type LoadConfigOptions, loadConfigWithWarnings } from "../../src/config/load.js";
 import { ConfigError, type ConfigIssue } from "../../src/errors.js";
@@ -56,4 +57,19 @@ export function tempDir(): string {
 
 export function removeTempDirs(): void {
   for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  caFile = undefined;
+}
+
+let caFile: string | undefined;
+
+/**
+ * A readable PEM file with one real certificate (a system root), for `tls.caFile`; in a
+ * `tempDir`, so call `removeTempDirs` in `afterAll`.
+ */
+export function pemCaFile(): string {
+  if (caFile === undefined) {
+    caFile = join(tempDir(), "ca.pem");
+    writeFileSync(caFile, rootCertificates[0]!);
+  }
+  return caFile;
 }

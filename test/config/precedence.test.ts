@@ -1,8 +1,17 @@
 /** Flags > env > file > defaults, and how env/flag problems are named. */
 import { resolve } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { loadConfigWithWarnings } from "../../src/config/load.js";
-import { issuesOf, issuesOfText, UPSTREAM, yaml } from "./load-helpers.js";
+import {
+  issuesOf,
+  issuesOfText,
+  pemCaFile,
+  removeTempDirs,
+  UPSTREAM,
+  yaml,
+} from "./load-helpers.js";
+
+afterAll(removeTempDirs);
 
 const FILE = yaml`
   listen: { host: 0.0.0.0, port: 7000 }
@@ -75,14 +84,14 @@ describe("precedence", () => {
       env: {
         BEARER_PROXY_API_VERSION: "scripting-preview",
         BEARER_PROXY_TOKEN_REQUEST_FORMAT: "json",
-        BEARER_PROXY_CA_FILE: "/etc/hostname",
+        BEARER_PROXY_CA_FILE: pemCaFile(),
       },
     });
     const u = config.upstreams[0]!;
     expect([u.apiVersion, u.token.format, u.tls.caFile, u.token.tokenUrl]).toEqual([
       "scripting-preview",
       "json",
-      "/etc/hostname",
+      pemCaFile(),
       "https://file.example.com/oauth2/token",
     ]);
   });

@@ -22,7 +22,7 @@ describe("secret and TLS file paths", () => {
       kind: "file",
       path: join(FIXTURES, "secrets/client-secret"),
     });
-    expect(u.tls.caFile).toBe(join(FIXTURES, "secrets/client-id"));
+    expect(u.tls.caFile).toBe(join(FIXTURES, "secrets/ca.pem"));
     expect(u.token.tls).toBe(u.tls);
   });
 

@@ -1,6 +1,8 @@
 /** Each rule the schema cannot express, with its exact message. */
+import { generateKeyPairSync } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { rootCertificates } from "node:tls";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadConfigWithWarnings } from "../../src/config/load.js";
 import { issuesOfText, removeTempDirs, tempDir, yaml } from "./load-helpers.js";
@@ -121,7 +123,10 @@ describe("credentials", () => {
 
   it("needs tls.keyFile with tls.certFile and the other way round", async () => {
     const dir = tempDir();
-    writeFileSync(join(dir, "cert.pem"), "x");
+    // Real PEM contents: what the files hold is checked too (tls-files.test.ts).
+    writeFileSync(join(dir, "cert.pem"), rootCertificates[0]!);
+    const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+    writeFileSync(join(dir, "key.pem"), privateKey.export({ type: "pkcs8", format: "pem" }));
     const configFile = join(dir, "proxy.yaml");
     expect(
       (await issuesOfText(oneUpstream("tls: { certFile: cert.pem }"), { configFile })).map(
@@ -131,7 +136,7 @@ describe("credentials", () => {
       "upstreams[0] (api).tls.keyFile: required because tls.certFile is set (a client certificate needs its private key) (line 6)",
     ]);
     expect(
-      (await issuesOfText(oneUpstream("tls: { keyFile: cert.pem }"), { configFile })).map(
+      (await issuesOfText(oneUpstream("tls: { keyFile: key.pem }"), { configFile })).map(
         (i) => `${i.path}: ${i.message}`,
       ),
     ).toEqual([
