@@ -8,7 +8,9 @@
  * Keys: `<prefix>token:<credentialKey>` (the encrypted token, PX = time to expiry) and
  * `<prefix>lock:<credentialKey>` (a random owner id, PX = lockTtlMs).
  */
+
 import { randomBytes } from "node:crypto";
+import { setTimeout as delay } from "node:timers/promises";
 import type { RedisCacheConfig } from "../config/types.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -29,8 +31,11 @@ export interface RedisTokenCacheOptions {
   metrics?: Metrics | undefined;
   /** Wall clock in ms (default Date.now): token times are wall times shared across replicas. */
   now?: () => number;
-  /** Waits between polls (default setTimeout); total waiting is counted in slept ms. */
-  sleep?: (ms: number) => Promise<void>;
+  /**
+   * Waits between polls (default an abortable setTimeout); total waiting is counted in slept
+   * ms. Must reject when `signal` aborts.
+   */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
 type Attempt = { kind: "fresh"; token: SharedToken } | { kind: "locked" } | { kind: "acquired" };
@@ -44,9 +49,10 @@ interface Slot {
   lockOwner: string;
 }
 
-const defaultSleep = (ms: number): Promise<void> =>
-  new Promise((resolve) => {
-    setTimeout(resolve, ms);
+// Rejects with the signal's own reason, as throwIfAborted does (timers/promises wraps it).
+const defaultSleep = (ms: number, signal?: AbortSignal): Promise<void> =>
+  delay(ms, undefined, { signal }).catch((err: unknown) => {
+    throw signal?.aborted ? signal.reason : err;
   });
 
 /** Creates the shared cache and starts connecting to Redis in the background. */
@@ -129,6 +135,7 @@ export function createRedisTokenCache(options: RedisTokenCacheOptions): SharedTo
     const maxWaitMs = MAX_WAIT_LOCK_TTLS * config.lockTtlMs;
     let waitedMs = 0;
     for (;;) {
+      args.signal?.throwIfAborted();
       let result: Attempt;
       try {
         result = await connection.run((redis) => attempt(redis, slot));
@@ -146,7 +153,7 @@ export function createRedisTokenCache(options: RedisTokenCacheOptions): SharedTo
         return args.fetchFromIdp();
       }
       const delayMs = POLL_INTERVAL_MS + Math.floor(Math.random() * POLL_JITTER_MS);
-      await sleep(delayMs);
+      await sleep(delayMs, args.signal);
       waitedMs += delayMs;
     }
   }

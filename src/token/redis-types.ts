@@ -32,6 +32,11 @@ export interface GetOrFetchArgs {
   rejectFingerprint?: string | undefined;
   /** Asks the token endpoint; called at most once per getOrFetch. Its errors propagate. */
   fetchFromIdp: () => Promise<SharedToken>;
+  /**
+   * Ends a wait for another replica's fetch (shutdown, the source stopped): the call then
+   * rejects with the signal's reason instead of polling on until the lock times out.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 export interface SharedTokenCache {

@@ -83,6 +83,7 @@ export function createSharedTokenSourceFactory(
         refreshFraction: policy.refreshWindow[0],
         rejectFingerprint,
         fetchFromIdp: () => fetchFromIdp(credentials, signal),
+        signal,
       });
       // A token another replica fetched has already lived a while: what's left is its lifetime
       // here, to the millisecond (never rounded up: a token must not outlive the server's expiry).

@@ -124,4 +124,26 @@ describe.skipIf(skipWithoutRedis)("redis token cache: the cross-replica lock", (
       "waited too long for another replica's token fetch; fetching locally",
     ]);
   });
+  it("stops waiting for another replica's fetch when its signal aborts (shutdown)", async () => {
+    const { replicas, lockKey } = setup();
+    await rawClient().set(lockKey, "someone-else", { expiration: { type: "PX", value: 60_000 } });
+    const controller = new AbortController();
+    let fetched = 0;
+    const started = performance.now();
+    const waiting = (replicas[0] as SharedTokenCache).getOrFetch({
+      credentialKey: "cred",
+      secret: "s3cret",
+      refreshFraction: 0.75,
+      fetchFromIdp: async () => {
+        fetched++;
+        return issue("local");
+      },
+      signal: controller.signal,
+    });
+    setTimeout(() => controller.abort(new Error("shutting down")), 100);
+    await expect(waiting).rejects.toThrow("shutting down");
+    // Without the signal it would poll for 2 × lockTtl (1 s here), then fetch.
+    expect(performance.now() - started).toBeLessThan(LOCK_TTL_MS);
+    expect(fetched).toBe(0);
+  });
 });
