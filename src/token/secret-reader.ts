@@ -62,9 +62,22 @@ export function createCredentialReader(
       readSource(spec.clientSecret, "clientSecretFile"),
     ]);
     const credentials = { clientId, clientSecret, version: versionOf(clientId, clientSecret) };
+    const previous = lastVersion;
     lastVersion = credentials.version;
     if (signature !== undefined) lastSignature = signature;
+    // A change is reported once, by whichever read saw it first: the poll's, or a token fetch's
+    // that came before the poll (which then finds the files as it last read them).
+    if (previous !== undefined && credentials.version !== previous && !closed) notify(credentials);
     return credentials;
+  }
+
+  function notify(credentials: Credentials): void {
+    for (const listener of listeners) {
+      // A listener's bug must not stop the others, nor the poll loop (an unhandled rejection).
+      try {
+        listener(credentials);
+      } catch {}
+    }
   }
 
   async function checkOnce(): Promise<void> {
@@ -72,17 +85,7 @@ export function createCredentialReader(
     const signature = await statSignature(files).catch(() => undefined);
     // A missing file mid-swap: keep the old values and look again next time.
     if (signature === undefined || signature === lastSignature) return;
-    const previous = lastVersion;
-    const credentials = await read().catch(() => undefined);
-    if (!credentials || closed) return;
-    if (previous !== undefined && credentials.version !== previous) {
-      for (const listener of listeners) {
-        // A listener's bug must not stop the others, nor the poll loop (an unhandled rejection).
-        try {
-          listener(credentials);
-        } catch {}
-      }
-    }
+    await read().catch(() => undefined);
   }
 
   function check(): Promise<void> {

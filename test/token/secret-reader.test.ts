@@ -98,6 +98,27 @@ describe("credential reader", () => {
     expect(clock.pendingTimers).toBe(0);
   });
 
+  it("a rotation first seen by a token fetch's read is reported too, once", async () => {
+    const clock = new FakeClock();
+    const path = join(dir, "secret");
+    await writeFile(path, "old");
+    const reader = createCredentialReader(
+      { clientId: { kind: "inline", value: "id" }, clientSecret: { kind: "file", path } },
+      { clock, pollIntervalMs: 2_000 },
+    );
+    const seen: Credentials[] = [];
+    reader.onChange((c) => seen.push(c));
+    await reader.read();
+    await writeFile(path, "rotated-before-the-poll");
+    // A token fetch reads before the poll runs: the poll then finds nothing new on disk.
+    expect((await reader.read()).clientSecret).toBe("rotated-before-the-poll");
+    await clock.advance(2_000);
+    await reader.check();
+    await settle();
+    expect(seen.map((c) => c.clientSecret)).toEqual(["rotated-before-the-poll"]);
+    reader.close();
+  });
+
   it("a Kubernetes-style ..data symlink swap is noticed", async () => {
     // secret -> ..data/secret, ..data -> ..v1 ; rotation points ..data at ..v2 atomically.
     await mkdir(join(dir, "..v1"));
