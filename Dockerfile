@@ -52,11 +52,10 @@ LABEL org.opencontainers.image.title="bearer-proxy" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="gcr.io/distroless/nodejs24-debian12:nonroot"
 
-# A 2 MiB young generation (Node's default is 16 MiB per semi-space): peak RSS under load
-# drops by 25-45 MiB for ~5 us more GC per request (bench/PROFILE.md). NODE_OPTIONS, not an
-# ENTRYPOINT flag, so a deployment can still override it.
-ENV NODE_ENV=production \
-    NODE_OPTIONS="--max-semi-space-size=2"
+# Node's default young generation: the throughput the bench measures. Memory-bound sidecars set
+# NODE_OPTIONS=--max-semi-space-size=2 (the chart's sidecar template does): 25-45 MiB less RSS
+# for 5-20% more CPU per request (bench/PROFILE.md).
+ENV NODE_ENV=production
 
 # Files stay owned by root: the non-root process can read but never modify its own code.
 # package.json is needed at run time ("type": "module" makes dist/*.js ES modules).

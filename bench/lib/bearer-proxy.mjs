@@ -24,14 +24,11 @@ const EMULATOR_MODULE =
   process.env.BENCH_EMULATOR_MODULE ?? join(REPO_DIR, "dist", "emulator", "emulator.js");
 const START_TIMEOUT_MS = 20_000;
 /**
- * The NODE_OPTIONS the container image sets (Dockerfile `ENV NODE_OPTIONS`; a packaging test
- * keeps the two equal): the bench runs bearer-proxy as it ships. BENCH_BEARER_PROXY_NODE_FLAGS
- * replaces them, e.g. with "" to compare against Node's defaults.
+ * Extra node flags for the proxy process (space-separated), e.g. "--max-semi-space-size=2" to
+ * measure the sidecar template's memory setting, or "--cpu-prof" to profile under the bench's
+ * load. Default none: the container image runs with Node's defaults.
  */
-export const IMAGE_NODE_OPTIONS = "--max-semi-space-size=2";
-const NODE_FLAGS = (process.env.BENCH_BEARER_PROXY_NODE_FLAGS ?? IMAGE_NODE_OPTIONS)
-  .split(" ")
-  .filter(Boolean);
+const NODE_FLAGS = (process.env.BENCH_BEARER_PROXY_NODE_FLAGS ?? "").split(" ").filter(Boolean);
 
 /** Why bearer-proxy cannot run here, or null when its build is present. */
 export function bearerProxyMissing() {

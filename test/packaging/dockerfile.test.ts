@@ -88,17 +88,6 @@ describe("Dockerfile", () => {
     expect(args(runtime, "ENV").join(" ")).toMatch(/(^|\s)NODE_ENV=production(\s|$)/);
   });
 
-  it("sets the NODE_OPTIONS the bench measures and `npm start` uses", () => {
-    // The bench runs bearer-proxy with the image's runtime flags; the three must not drift.
-    const adapter = readFileSync(join(REPO_ROOT, "bench", "lib", "bearer-proxy.mjs"), "utf8");
-    const IMAGE_NODE_OPTIONS = /export const IMAGE_NODE_OPTIONS = "([^"]+)";/.exec(adapter)?.[1];
-    expect(IMAGE_NODE_OPTIONS).toMatch(/^--max-semi-space-size=\d+$/);
-    const env = args(runtime, "ENV").join(" ");
-    expect(env).toContain(`NODE_OPTIONS="${IMAGE_NODE_OPTIONS}"`);
-    const scripts = (pkg as unknown as { scripts: Record<string, string> }).scripts;
-    expect(scripts.start).toBe(`node ${IMAGE_NODE_OPTIONS} dist/cli.js demo`);
-  });
-
   it("starts the package's bin with the image's node, `run` by default", () => {
     expect(pkg.bin["bearer-proxy"]).toBe("dist/cli.js");
     expect(JSON.parse(args(runtime, "ENTRYPOINT")[0] ?? "null")).toEqual([
