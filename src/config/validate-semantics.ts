@@ -12,7 +12,7 @@ import { SETTINGS } from "./env-overrides.js";
 import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
 import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
 import { didYouMean } from "./suggest.js";
-import { checkCertificateMatchesKey, checkPemFile, type PemKind } from "./tls-files.js";
+import { type PemFile, type PemKind, readPemFile } from "./tls-files.js";
 import { parseDurationMs } from "./units.js";
 import { validateDurations } from "./validate-durations.js";
 import { validateRoutes } from "./validate-routes.js";
@@ -83,29 +83,38 @@ export async function validateSemantics(
   });
   validateRoutes(doc, issues);
   validateDurations(doc, issues);
-  const problems = await Promise.all(
-    files.map(async (f) => {
+  const checked = await Promise.all(
+    files.map(async (f): Promise<PemFile | { problem: string | undefined }> => {
       const unreadable = await checkReadableFile(f.absolute);
-      if (unreadable !== undefined || f.holds === undefined) return unreadable;
-      return checkPemFile(f.absolute, f.holds);
+      if (unreadable !== undefined || f.holds === undefined) return { problem: unreadable };
+      return readPemFile(f.absolute, f.holds);
     }),
   );
-  problems.forEach((problem, i) => {
+  checked.forEach(({ problem }, i) => {
     if (problem !== undefined) issues.add(files[i]!.path, problem);
   });
-  checkKeyPairs(files, problems, issues);
+  checkKeyPairs(files, checked, issues);
 }
 
 /** A client certificate and key that both parsed must belong together. */
-function checkKeyPairs(files: FileRef[], problems: (string | undefined)[], issues: IssueList) {
-  const parsed = files.filter((f, i) => f.holds !== undefined && problems[i] === undefined);
-  for (const key of parsed.filter((f) => f.holds === "key")) {
-    const owner = toPointer(key.path.slice(0, -1));
-    const cert = parsed.find((f) => f.holds === "cert" && toPointer(f.path.slice(0, -1)) === owner);
-    if (!cert) continue;
-    const mismatch = checkCertificateMatchesKey(cert.absolute, key.absolute);
-    if (mismatch !== undefined) issues.add(key.path, mismatch);
-  }
+function checkKeyPairs(
+  files: readonly FileRef[],
+  checked: readonly (PemFile | { problem: string | undefined })[],
+  issues: IssueList,
+): void {
+  const ownerOf = (file: FileRef) => toPointer(file.path.slice(0, -1));
+  files.forEach((keyFile, i) => {
+    const key = checked[i]!;
+    if (!("key" in key)) return;
+    const j = files.findIndex((f) => f.holds === "cert" && ownerOf(f) === ownerOf(keyFile));
+    const cert = checked[j];
+    if (!cert || !("firstCertificate" in cert)) return; // no certFile, or reported already
+    if (cert.firstCertificate.checkPrivateKey(key.key)) return;
+    issues.add(
+      keyFile.path,
+      `expected the private key of the certificate in tls.certFile (${files[j]!.absolute}), found another key in ${keyFile.absolute}`,
+    );
+  });
 }
 
 function checkUpstream(
@@ -161,9 +170,10 @@ function checkUpstream(
   // undici refuses a zero keep-alive timeout; "keep nothing idle" is what a small value means.
   const idle = isObject(u.timeouts) ? u.timeouts.idleConnection : undefined;
   if ((typeof idle === "string" || typeof idle === "number") && durationIsZero(idle)) {
+    const path = [...at, "timeouts", "idleConnection"];
     issues.add(
-      [...at, "timeouts", "idleConnection"],
-      `expected a duration above zero such as "1s", found ${describeValue(idle, [...at, "timeouts", "idleConnection"])}`,
+      path,
+      `expected a duration above zero such as "1s", found ${describeValue(idle, path)}`,
     );
   }
   if (isObject(u.listen) && u.listen.port === undefined) {
