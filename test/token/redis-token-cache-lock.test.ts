@@ -36,12 +36,17 @@ describe.skipIf(skipWithoutRedis)("redis token cache: the cross-replica lock", (
     const replicas = [0, 1, 2].map(() => createRedisTokenCache({ config, logger: log.logger }));
     caches.push(...replicas);
     const lockKey = `${config.keyPrefix}lock:cred`;
-    const get = (cache: SharedTokenCache, fetchFromIdp: () => Promise<SharedToken>) =>
+    const get = (
+      cache: SharedTokenCache,
+      fetchFromIdp: () => Promise<SharedToken>,
+      signal?: AbortSignal,
+    ) =>
       cache.getOrFetch({
         credentialKey: "cred",
         secret: "s3cret",
         refreshFraction: 0.75,
         fetchFromIdp,
+        signal,
       });
     const waitForLock = async () => {
       while ((await rawClient().get(lockKey)) === null) await new Promise((r) => setTimeout(r, 5));
@@ -125,21 +130,19 @@ describe.skipIf(skipWithoutRedis)("redis token cache: the cross-replica lock", (
     ]);
   });
   it("stops waiting for another replica's fetch when its signal aborts (shutdown)", async () => {
-    const { replicas, lockKey } = setup();
+    const { replicas, lockKey, get } = setup();
     await rawClient().set(lockKey, "someone-else", { expiration: { type: "PX", value: 60_000 } });
     const controller = new AbortController();
     let fetched = 0;
     const started = performance.now();
-    const waiting = (replicas[0] as SharedTokenCache).getOrFetch({
-      credentialKey: "cred",
-      secret: "s3cret",
-      refreshFraction: 0.75,
-      fetchFromIdp: async () => {
+    const waiting = get(
+      replicas[0] as SharedTokenCache,
+      async () => {
         fetched++;
         return issue("local");
       },
-      signal: controller.signal,
-    });
+      controller.signal,
+    );
     setTimeout(() => controller.abort(new Error("shutting down")), 100);
     await expect(waiting).rejects.toThrow("shutting down");
     // Without the signal it would poll for 2 × lockTtl (1 s here), then fetch.

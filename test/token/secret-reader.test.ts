@@ -13,6 +13,20 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/** A reader of an inline id and a secret file holding "old", polled every 2 s, recording changes. */
+async function watchedSecretFile() {
+  const clock = new FakeClock();
+  const path = join(dir, "secret");
+  await writeFile(path, "old");
+  const reader = createCredentialReader(
+    { clientId: { kind: "inline", value: "id" }, clientSecret: { kind: "file", path } },
+    { clock, pollIntervalMs: 2_000 },
+  );
+  const seen: Credentials[] = [];
+  reader.onChange((c) => seen.push(c));
+  return { clock, path, reader, seen };
+}
+
 describe("credential reader", () => {
   it("inline values need no files and never change", async () => {
     const reader = createCredentialReader({
@@ -68,15 +82,7 @@ describe("credential reader", () => {
   });
 
   it("polling notices a rewritten file and reports the new values once", async () => {
-    const clock = new FakeClock();
-    const path = join(dir, "secret");
-    await writeFile(path, "old");
-    const reader = createCredentialReader(
-      { clientId: { kind: "inline", value: "id" }, clientSecret: { kind: "file", path } },
-      { clock, pollIntervalMs: 2_000 },
-    );
-    const seen: Credentials[] = [];
-    reader.onChange((c) => seen.push(c));
+    const { clock, path, reader, seen } = await watchedSecretFile();
     const before = await reader.read();
     await clock.advance(2_000);
     await reader.check();
@@ -99,15 +105,7 @@ describe("credential reader", () => {
   });
 
   it("a rotation first seen by a token fetch's read is reported too, once", async () => {
-    const clock = new FakeClock();
-    const path = join(dir, "secret");
-    await writeFile(path, "old");
-    const reader = createCredentialReader(
-      { clientId: { kind: "inline", value: "id" }, clientSecret: { kind: "file", path } },
-      { clock, pollIntervalMs: 2_000 },
-    );
-    const seen: Credentials[] = [];
-    reader.onChange((c) => seen.push(c));
+    const { clock, path, reader, seen } = await watchedSecretFile();
     await reader.read();
     await writeFile(path, "rotated-before-the-poll");
     // A token fetch reads before the poll runs: the poll then finds nothing new on disk.
