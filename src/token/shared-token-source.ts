@@ -3,35 +3,12 @@
  * Redis first and only one replica at a time asks the token endpoint. Everything else (refresh
  * timing, backoff, waiting, rotation) is the ordinary token source's.
  */
-import { createHash } from "node:crypto";
-import type { TokenEndpointSpec } from "../config/types.js";
 import { type ClientCredentials, requestToken } from "./client-credentials.js";
+import { sharedCredentialKey } from "./credential-identity.js";
 import type { SharedToken, SharedTokenCache } from "./redis-types.js";
 import type { TokenResponse } from "./token-response.js";
 import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
 import type { AccessToken, TokenProvider } from "./types.js";
-
-/**
- * The key replicas agree on: everything that decides the token, with the client id's value (not
- * a file path, which could differ between replicas) and never the secret — the secret only
- * derives the encryption key, so a rotated secret simply misses.
- */
-export function sharedCredentialKey(spec: TokenEndpointSpec, clientId: string): string {
-  const params = Object.entries(spec.extraParams).sort(([a], [b]) => (a < b ? -1 : 1));
-  return createHash("sha256")
-    .update(
-      JSON.stringify([
-        spec.tokenUrl,
-        clientId,
-        spec.scope ?? null,
-        spec.versionHeader ?? null,
-        params,
-        spec.format,
-        spec.clientAuth,
-      ]),
-    )
-    .digest("hex");
-}
 
 /**
  * A `createSource` for the token registry whose sources ask `cache` (Redis) before the token

@@ -6,11 +6,11 @@
 import { LRUCache } from "lru-cache";
 import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
-import type { SecretSource, UpstreamConfig } from "../config/types.js";
+import type { UpstreamConfig } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import { type Clock, systemClock } from "./clock.js";
-import { hashValue } from "./fingerprint.js";
+import { localCredentialKey } from "./credential-identity.js";
 import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
 import { emptyTokenStatus } from "./token-status.js";
 import type { AccessToken, TokenProvider, TokenStatus } from "./types.js";
@@ -59,7 +59,7 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
   const groups = new Map<string, CredentialGroup>();
   const groupOf = new Map<string, CredentialGroup>();
   for (const upstream of options.upstreams) {
-    const key = credentialKey(upstream);
+    const key = localCredentialKey(upstream);
     let group = groups.get(key);
     if (!group) {
       group = { key, upstreams: [] };
@@ -157,34 +157,4 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
       cache.clear();
     },
   };
-}
-
-/**
- * Everything that decides which token a request gets, and how it is managed. Inline secrets
- * are hashed so the key never holds one.
- */
-export function credentialKey(upstream: UpstreamConfig): string {
-  const spec = upstream.token;
-  return JSON.stringify([
-    spec.tokenUrl,
-    sourceKey(spec.clientId),
-    sourceKey(spec.clientSecret),
-    spec.scope ?? null,
-    spec.versionHeader ?? null,
-    sorted(spec.extraParams),
-    sorted(spec.extraHeaders),
-    spec.format,
-    spec.clientAuth,
-    spec.tls,
-    spec.allowInsecureHttp,
-    upstream.tokenPolicy,
-  ]);
-}
-
-function sourceKey(source: SecretSource): string {
-  return source.kind === "file" ? `file:${source.path}` : `inline:${hashValue(source.value)}`;
-}
-
-function sorted(record: Readonly<Record<string, string>>): [string, string][] {
-  return Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }

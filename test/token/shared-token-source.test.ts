@@ -1,12 +1,10 @@
 /** The token source behind the Redis-shared cache: lifetimes of shared tokens, 401 handling, keys. */
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
+import { sharedCredentialKey } from "../../src/token/credential-identity.js";
 import { fingerprint } from "../../src/token/fingerprint.js";
 import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
-import {
-  createSharedTokenSourceFactory,
-  sharedCredentialKey,
-} from "../../src/token/shared-token-source.js";
+import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
 import type { TokenProvider } from "../../src/token/types.js";
 import { FakeClock } from "./fake-clock.js";
 import { captureLogs, DEFAULT_POLICY, makeSpec, TEST_SECRET } from "./helpers.js";
@@ -100,5 +98,33 @@ describe("shared token source", () => {
     expect(key).not.toContain(TEST_SECRET);
     expect(calls[0]!.secret).toBe(TEST_SECRET);
     expect(sharedCredentialKey(makeSpec({ scope: "files:read" }), "demo-client")).not.toBe(key);
+  });
+
+  it("issue 14: the key covers every input that changes the token — tenant headers and the TLS client identity too", () => {
+    const base = makeSpec();
+    const key = sharedCredentialKey(base, "demo-client");
+    const variants: Partial<ReturnType<typeof makeSpec>>[] = [
+      { extraHeaders: { "x-tenant": "b" } },
+      { tls: { ...base.tls, certFile: "/run/tenant-b.crt", keyFile: "/run/tenant-b.key" } },
+      { tls: { ...base.tls, serverName: "tenant-b.idp.test" } },
+      { extraParams: { resource: "b" } },
+      { tokenUrl: "https://idp.test/other/token" },
+    ];
+    for (const variant of variants) {
+      expect(sharedCredentialKey({ ...base, ...variant }, "demo-client")).not.toBe(key);
+    }
+    // Not the secret (it keys the encryption instead), nor where the client id was read from.
+    expect(
+      sharedCredentialKey(
+        { ...base, clientSecret: { kind: "inline", value: "rotated" } },
+        "demo-client",
+      ),
+    ).toBe(key);
+    expect(
+      sharedCredentialKey(
+        { ...base, clientId: { kind: "file", path: "/elsewhere/id" } },
+        "demo-client",
+      ),
+    ).toBe(key);
   });
 });

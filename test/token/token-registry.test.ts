@@ -1,11 +1,8 @@
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import type { UpstreamConfig } from "../../src/config/types.js";
-import {
-  createTokenRegistry,
-  credentialKey,
-  type TokenRegistry,
-} from "../../src/token/token-registry.js";
+import { localCredentialKey as credentialKey } from "../../src/token/credential-identity.js";
+import { createTokenRegistry, type TokenRegistry } from "../../src/token/token-registry.js";
 import { createTokenSource, type TokenSourceOptions } from "../../src/token/token-source.js";
 import { makeUpstreamConfig } from "../helpers/upstream-config.js";
 import { FakeClock } from "./fake-clock.js";
@@ -89,6 +86,9 @@ describe("token registry", () => {
       { format: "json" },
       { clientAuth: "basic" },
       { clientSecret: { kind: "file", path: "/run/secret" } },
+      { extraHeaders: { "x-tenant": "b" } },
+      { tls: { ...base.token.tls, certFile: "/run/tenant-b.crt", keyFile: "/run/tenant-b.key" } },
+      { allowInsecureHttp: !base.token.allowInsecureHttp },
     ];
     for (const variant of variants) {
       expect(credentialKey({ ...base, token: { ...base.token, ...variant } })).not.toBe(key);

@@ -1,0 +1,85 @@
+/**
+ * One identity per credential: everything that can change the token a provider issues (token
+ * URL, client id, secret or key, scope, parameters, headers, TLS identity, version, format, auth
+ * method). The in-memory registry key, the Redis key and the AES-GCM associated data of a shared
+ * token all derive from `credentialIdentity`.
+ *
+ * It is derived structurally from the whole `TokenEndpointSpec`, not from a hand-kept list of
+ * fields: a field added to the spec is part of the identity without anyone remembering to add it.
+ * (Two hand-kept lists drifted once: the Redis key left out token headers and the TLS client
+ * identity, so two tenants sharing a client id got each other's token from Redis — issue 14.)
+ */
+import { createHash } from "node:crypto";
+import type { SecretSource, TokenEndpointSpec, UpstreamConfig } from "../config/types.js";
+import { hashValue } from "./fingerprint.js";
+
+/** How secret values appear in an identity. */
+export interface IdentityOptions {
+  /**
+   * The client id's actual value: replicas agree on it even when they read it from different
+   * file paths. Without it, the id is represented like any other secret source.
+   */
+  clientId?: string | undefined;
+  /**
+   * Leave the client secret out. The shared cache does: its encryption key is derived from the
+   * secret, so a rotated secret simply misses instead of keying a new entry.
+   */
+  omitClientSecret?: boolean;
+}
+
+/**
+ * The canonical identity of the credential `spec` describes: a JSON text with object keys
+ * sorted, inline secrets replaced by a hash and file secrets by their path (never a value).
+ */
+export function credentialIdentity(spec: TokenEndpointSpec, options: IdentityOptions = {}): string {
+  const fields: Record<string, unknown> = { ...spec };
+  if (options.clientId !== undefined) fields.clientId = { kind: "value", value: options.clientId };
+  if (options.omitClientSecret) delete fields.clientSecret;
+  return canonicalJson(fields);
+}
+
+/**
+ * The key replicas share a token under in Redis, also the AES-GCM associated data of the stored
+ * value: the identity with the client id's value and without the secret, hashed.
+ */
+export function sharedCredentialKey(spec: TokenEndpointSpec, clientId: string): string {
+  return createHash("sha256")
+    .update(credentialIdentity(spec, { clientId, omitClientSecret: true }))
+    .digest("hex");
+}
+
+/**
+ * The in-memory registry key: upstreams with equal keys share one token source. The identity,
+ * plus the token policy (how the token is managed: two policies can't share a refresh schedule).
+ */
+export function localCredentialKey(upstream: UpstreamConfig): string {
+  return `${credentialIdentity(upstream.token)}\n${canonicalJson(upstream.tokenPolicy)}`;
+}
+
+function isSecretSource(value: unknown): value is SecretSource {
+  if (typeof value !== "object" || value === null) return false;
+  const v = value as Record<string, unknown>;
+  return (
+    (v.kind === "inline" && typeof v.value === "string") ||
+    (v.kind === "file" && typeof v.path === "string")
+  );
+}
+
+/** JSON with sorted object keys and undefined dropped; inline secret sources are hashed. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(canonical(value));
+}
+
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (typeof value !== "object" || value === null) return value;
+  if (isSecretSource(value)) {
+    return value.kind === "file" ? `file:${value.path}` : `inline:${hashValue(value.value)}`;
+  }
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value).sort()) {
+    const item = (value as Record<string, unknown>)[key];
+    if (item !== undefined) out[key] = canonical(item);
+  }
+  return out;
+}
