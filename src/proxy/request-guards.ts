@@ -45,15 +45,33 @@ const ABSOLUTE_AUTHORITY = /^[a-z0-9](?:[a-z0-9.-]*)(?::[0-9]{1,5})?$/i;
 const IPV4_LIKE = /^(?:(?:0x[0-9a-f]*|[0-9]+)\.){0,3}(?:0x[0-9a-f]*|[0-9]+)$/i;
 
 /**
- * A dot-segment (`.` or `..`, literal or percent-encoded) anywhere in the path, also followed by
- * `;params` (servlet containers treat `..;` as `..`). Prefix routing must not let a path climb
- * out of its prefix on an upstream that normalises.
+ * A dot-segment (`.` or `..`) anywhere in the path, also followed by `;params` (servlet
+ * containers treat `..;` as `..`). Prefix routing must not let a path climb out of its prefix on
+ * an upstream that normalises.
  */
-const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:[/;]|$)/i;
+const DOT_SEGMENT = /(?:^|\/)\.{1,2}(?:[/;]|$)/;
 
-/** True if the path part of a target contains a dot-segment or a backslash (raw or `%5c`). */
+/**
+ * Percent-encoded `.`, `/`, `\` and `;`, also double-encoded (`%252e`): many upstreams and load
+ * balancers decode them before resolving the path, so `..%2f`, `%2e%2e/` or `..%5c` climb out of
+ * a prefix as surely as `../` does.
+ */
+const ENCODED_PATH_DELIMITER = /%(?:25)*(2e|2f|5c|3b)/gi;
+
+/** The path as an upstream that decodes delimiters would see it; for the check only. */
+function decodePathDelimiters(pathname: string): string {
+  return pathname.replace(ENCODED_PATH_DELIMITER, (_match, hex: string) =>
+    String.fromCharCode(Number.parseInt(hex, 16)),
+  );
+}
+
+/**
+ * True if the path part of a target contains a dot-segment or a backslash, literal or
+ * percent-encoded. Forwarding stays byte-exact: this only decides whether to refuse.
+ */
 export function hasUnsafePathSegment(pathname: string): boolean {
-  return DOT_SEGMENT.test(pathname) || pathname.includes("\\") || /%5c/i.test(pathname);
+  const decoded = pathname.includes("%") ? decodePathDelimiters(pathname) : pathname;
+  return DOT_SEGMENT.test(decoded) || decoded.includes("\\");
 }
 
 const CONNECT_MESSAGE =

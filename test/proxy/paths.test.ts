@@ -64,7 +64,10 @@ describe("request paths", () => {
     ["/apix/echo", "/apix/echo"],
     ["/api", "/"],
     ["/api?x=1", "/?x=1"],
-    ["/api/echo/a%2F..%2Fb", "/echo/a%2F..%2Fb"],
+    // Encoded slashes stay byte-exact when no dot-segment hides behind them.
+    ["/api/echo/a%2Fb%2Fc", "/echo/a%2Fb%2Fc"],
+    ["/echo/v1.2/..x/x..", "/echo/v1.2/..x/x.."],
+    ["/echo/%2e%2ex/%2ehidden", "/echo/%2e%2ex/%2ehidden"],
     ["/based/echo/q?z", "/base/v1/echo/q?z"],
     ["/based/", "/base/v1/"],
   ])("%s is sent upstream as %s", async (target, expected) => {
@@ -93,6 +96,21 @@ describe("request paths", () => {
     "/echo/..;/x",
     "/echo\\..\\x",
     "/echo/a%5cb",
+    // Issue 14, defect 4: percent-encoded dot-segments and delimiters, any case, double-encoded.
+    "/api/echo/a%2F..%2Fb",
+    "/echo/..%2fx",
+    "/echo/..%2Fx",
+    "/echo/%2e%2e%2fx",
+    "/echo/%2E%2e%2Fx",
+    "/echo/.%2e%2fx",
+    "/echo/..%5cx",
+    "/echo/..%5Cx",
+    "/echo/%2e%2e%5cx",
+    "/echo/%252e%252e%252fx",
+    "/echo/..%252f",
+    "/echo/x/..%2f..%2f..%2fetc/passwd",
+    "/echo/%2e%2e;/x",
+    "/echo/a%2f.%2fb",
   ])("refuses %s with 400 bad_request and forwards nothing", async (target) => {
     const { response, forwarded } = await send(target);
     expect(response.status).toBe(400);
