@@ -9,7 +9,7 @@ import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { TokenStatus } from "../token/types.js";
-import { isLoopbackAddress } from "./loopback.js";
+import { quitRefusal } from "./quit-guard.js";
 import { evaluateReadiness, type Readiness } from "./readiness.js";
 import { createScrubber, scrubDeep } from "./redact.js";
 import { renderStatusPage, STATUS_PAGE_CSP } from "./status-page.js";
@@ -60,6 +60,20 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     exposeHeadRoutes: true,
     bodyLimit: 1024,
   }) as unknown as FastifyInstance;
+  // `curl -X POST -H 'content-type: application/json' …/quitquitquit` sends no body: an empty
+  // JSON body is no body here, not the 400 fastify's own parser answers.
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+    if (body === "") {
+      done(null, undefined);
+      return;
+    }
+    try {
+      done(null, JSON.parse(body as string));
+    } catch {
+      done(Object.assign(new Error("the body is not valid JSON"), { statusCode: 400 }), undefined);
+    }
+  });
 
   const snapshot = () =>
     configs.map((config) => ({ config, status: deps.tokenStatus(config.name) }));
@@ -120,25 +134,31 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
   });
 
   let quitting = false;
-  app.post("/quitquitquit", async (request, reply) => {
-    const remote = request.raw.socket.remoteAddress;
-    if (!isLoopbackAddress(remote)) {
-      request.log.warn(
-        { remoteAddress: remote },
-        "refused /quitquitquit from a non-loopback address",
-      );
-      return reply.code(403).send({
-        error: { code: "forbidden", message: "/quitquitquit is accepted only from loopback" },
-      });
-    }
-    if (!quitting) {
-      quitting = true;
-      request.log.warn("shutdown requested via /quitquitquit");
-      // Quit only after the 202 is on the wire, so the caller learns it was accepted.
-      reply.raw.once("finish", () => deps.onQuit());
-    }
-    return reply.code(202).send({ status: "quitting" });
-  });
+  app.post(
+    "/quitquitquit",
+    {
+      // Before the body is parsed: a form POST must get the same 403, not fastify's 415.
+      onRequest: async (request, reply) => {
+        const remote = request.raw.socket.remoteAddress;
+        const refusal = quitRefusal(remote, request.headers);
+        if (!refusal) return;
+        request.log.warn(
+          { remoteAddress: remote, origin: request.headers.origin, reason: refusal.message },
+          "refused /quitquitquit",
+        );
+        return reply.code(403).send({ error: { code: "forbidden", message: refusal.message } });
+      },
+    },
+    async (request, reply) => {
+      if (!quitting) {
+        quitting = true;
+        request.log.warn("shutdown requested via /quitquitquit");
+        // Quit only after the 202 is on the wire, so the caller learns it was accepted.
+        reply.raw.once("finish", () => deps.onQuit());
+      }
+      return reply.code(202).send({ status: "quitting" });
+    },
+  );
 
   app.setNotFoundHandler(async (request, reply) =>
     reply.code(404).send({

@@ -1,6 +1,10 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { isLoopbackAddress } from "../../src/admin/loopback.js";
+import { isLoopbackHost } from "../../src/admin/quit-guard.js";
 import { buildTestAdmin, type TestAdmin } from "./helpers.js";
+
+/** What `curl -X POST -H 'content-type: application/json' http://localhost:9901/…` sends. */
+const JSON_REQUEST = { "content-type": "application/json", host: "localhost:9901" };
 
 describe("POST /quitquitquit", () => {
   let admin: TestAdmin | undefined;
@@ -13,7 +17,12 @@ describe("POST /quitquitquit", () => {
     "accepts %s with 202 and quits after answering",
     async (remoteAddress) => {
       admin = buildTestAdmin();
-      const res = await admin.app.inject({ method: "POST", url: "/quitquitquit", remoteAddress });
+      const res = await admin.app.inject({
+        method: "POST",
+        url: "/quitquitquit",
+        remoteAddress,
+        headers: JSON_REQUEST,
+      });
       expect(res.statusCode).toBe(202);
       expect(res.json()).toEqual({ status: "quitting" });
       await new Promise((resolve) => setImmediate(resolve));
@@ -30,7 +39,7 @@ describe("POST /quitquitquit", () => {
         url: "/quitquitquit",
         remoteAddress,
         // A forged header must not make a remote caller look local.
-        headers: { "x-forwarded-for": "127.0.0.1" },
+        headers: { ...JSON_REQUEST, "x-forwarded-for": "127.0.0.1" },
       });
       expect(res.statusCode).toBe(403);
       expect(res.json().error.code).toBe("forbidden");
@@ -40,6 +49,60 @@ describe("POST /quitquitquit", () => {
     },
   );
 
+  // Issue 14, defect 6: a web page on the same laptop must not be able to stop the proxy.
+  it.each([
+    ["a cross-origin fetch (Origin header)", { ...JSON_REQUEST, origin: "https://evil.example" }],
+    ["even a same-site Origin", { ...JSON_REQUEST, origin: "http://localhost:9901" }],
+    ["a null Origin (sandboxed page)", { ...JSON_REQUEST, origin: "null" }],
+    ["a DNS-rebinding Host", { ...JSON_REQUEST, host: "rebind.evil.example:9901" }],
+    ["a Host that only starts like localhost", { ...JSON_REQUEST, host: "localhost.evil.example" }],
+    ["a form POST", { "content-type": "application/x-www-form-urlencoded" }],
+    ["a text/plain POST", { "content-type": "text/plain" }],
+    ["a multipart form POST", { "content-type": "multipart/form-data; boundary=x" }],
+    ["a POST with no content type", {}],
+  ])("refuses %s from loopback with 403 and does not quit", async (_case, headers) => {
+    admin = buildTestAdmin();
+    const res = await admin.app.inject({
+      method: "POST",
+      url: "/quitquitquit",
+      remoteAddress: "127.0.0.1",
+      headers: headers as Record<string, string>,
+    });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().error.code).toBe("forbidden");
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(admin.quitCalls()).toBe(0);
+  });
+
+  it.each(["localhost", "localhost:9901", "127.0.0.1:9901", "[::1]:9901", "app.localhost"])(
+    "accepts the loopback Host %s",
+    async (host) => {
+      admin = buildTestAdmin();
+      const res = await admin.app.inject({
+        method: "POST",
+        url: "/quitquitquit",
+        remoteAddress: "127.0.0.1",
+        headers: { ...JSON_REQUEST, host },
+      });
+      expect(res.statusCode).toBe(202);
+    },
+  );
+
+  it("a JSON body, or an empty one, is fine; a broken one is a 400", async () => {
+    admin = buildTestAdmin();
+    const send = (payload: string) =>
+      admin!.app.inject({
+        method: "POST",
+        url: "/quitquitquit",
+        remoteAddress: "127.0.0.1",
+        headers: JSON_REQUEST,
+        payload,
+      });
+    expect((await send("{not json")).statusCode).toBe(400);
+    expect((await send("")).statusCode).toBe(202);
+    expect((await send("{}")).statusCode).toBe(202);
+  });
+
   it("calls onQuit once however often it is asked", async () => {
     admin = buildTestAdmin();
     for (let i = 0; i < 3; i++) {
@@ -47,6 +110,7 @@ describe("POST /quitquitquit", () => {
         method: "POST",
         url: "/quitquitquit",
         remoteAddress: "127.0.0.1",
+        headers: { "x-requested-with": "curl" },
       });
       expect(res.statusCode).toBe(202);
     }
@@ -63,6 +127,30 @@ describe("POST /quitquitquit", () => {
     });
     expect(res.statusCode).toBe(404);
     expect(admin.quitCalls()).toBe(0);
+  });
+
+  it("recognises loopback Host values and nothing else", () => {
+    for (const host of [
+      "localhost",
+      "LOCALHOST:1",
+      "a.localhost",
+      "127.0.0.1",
+      "127.9.9.9:80",
+      "[::1]:9901",
+    ]) {
+      expect(isLoopbackHost(host), host).toBe(true);
+    }
+    for (const host of [
+      undefined,
+      "",
+      "localhost.evil",
+      "evil-localhost",
+      "127.0.0.1.nip.io",
+      "10.0.0.1",
+      "[::2]",
+    ]) {
+      expect(isLoopbackHost(host), String(host)).toBe(false);
+    }
   });
 
   it("recognises loopback addresses and nothing else", () => {

@@ -83,13 +83,25 @@ describe.concurrent("bearer-proxy run: signals and /quitquitquit", () => {
     expect((await httpCall(`${adminUrl}/quitquitquit`)).status).toBeGreaterThanOrEqual(400);
     expect(await readyzStatus(adminUrl)).toBe(200);
 
-    const quit = await httpCall(`${adminUrl}/quitquitquit`, { method: "POST" });
+    // A plain POST (what an HTML form could send) is refused.
+    expect((await httpCall(`${adminUrl}/quitquitquit`, { method: "POST" })).status).toBe(403);
+    const quit = await httpCall(`${adminUrl}/quitquitquit`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+    });
     expect(quit.status).toBe(202);
     expect(JSON.parse(quit.body)).toEqual({ status: "quitting" });
     await pollUntil(async () => (await readyzStatus(adminUrl)) === 503, 1_000, "readyz 503");
     expect((await httpCall(`${proxyUrl}/platform/v1/spreadsheets/quit`)).status).toBe(200);
     // A second request is accepted and changes nothing.
-    expect((await httpCall(`${adminUrl}/quitquitquit`, { method: "POST" })).status).toBe(202);
+    expect(
+      (
+        await httpCall(`${adminUrl}/quitquitquit`, {
+          method: "POST",
+          headers: { "x-requested-with": "test" },
+        })
+      ).status,
+    ).toBe(202);
 
     const { code, signal } = await proc.exited;
     expect({ code, signal }).toEqual({ code: 0, signal: null });

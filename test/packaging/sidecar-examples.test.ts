@@ -169,8 +169,11 @@ describe("sidecar-legacy-job.yaml", () => {
       if (req.url === "/readyz") {
         readyChecks++;
         res.statusCode = readyChecks > opts.notReadyTimes ? 200 : 503;
-      } else if (req.url === "/quitquitquit" && req.method === "POST") res.statusCode = 202;
-      else if (req.url?.startsWith("/platform/v1/")) res.statusCode = opts.apiStatus;
+      } else if (req.url === "/quitquitquit" && req.method === "POST") {
+        // As the real endpoint: a plain form POST is refused (issue 14).
+        res.statusCode = req.headers["content-type"] === "application/json" ? 202 : 403;
+        if (res.statusCode === 403) calls.push("refused");
+      } else if (req.url?.startsWith("/platform/v1/")) res.statusCode = opts.apiStatus;
       else res.statusCode = 404;
       res.end("{}");
     });
