@@ -1,0 +1,88 @@
+/**
+ * Issue 14, defect 6, the way it happens: a web page the developer opens (another origin, even
+ * one served from 127.0.0.1) tries every way a page has to POST to the local admin listener —
+ * a form, a no-cors fetch, a JSON fetch (preflighted), a page served under a rebinding host
+ * name. The proxy must not quit; the requests must really have reached it (else the test could
+ * not fail).
+ */
+import { existsSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { type Browser, chromium } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildTestAdmin, type TestAdmin } from "./helpers.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const skip = !existsSync(CHROMIUM) && !process.env.CI;
+
+describe.skipIf(skip)("/quitquitquit against a hostile page in a real browser", () => {
+  let admin: TestAdmin;
+  let page: Server;
+  let browser: Browser;
+  let adminOrigin: string;
+  let pageOrigin: string;
+
+  beforeAll(async () => {
+    admin = buildTestAdmin();
+    adminOrigin = await admin.app.listen({ host: "127.0.0.1", port: 0 });
+    const target = `${adminOrigin}/quitquitquit`;
+    const html = `<!doctype html><title>evil</title>
+<iframe name="sink"></iframe>
+<form id="f" method="POST" action="${target}" target="sink" enctype="text/plain">
+  <input name='{"a":"' value='"}'>
+</form>
+<script>
+  document.getElementById("f").submit();
+  fetch(${JSON.stringify(target)}, { method: "POST", mode: "no-cors", body: "{}" }).catch(() => {});
+  fetch(${JSON.stringify(target)}, {
+    method: "POST", headers: { "content-type": "application/json" }, body: "{}",
+  }).catch(() => {});
+  fetch(${JSON.stringify(target)}, {
+    method: "POST", mode: "no-cors", headers: { "x-requested-with": "XMLHttpRequest" },
+  }).catch(() => {});
+  setTimeout(() => { document.title = "done"; }, 1500);
+</script>`;
+    page = createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "text/html" });
+      res.end(html);
+    });
+    await new Promise<void>((resolve) => page.listen(0, "127.0.0.1", resolve));
+    pageOrigin = `http://127.0.0.1:${(page.address() as AddressInfo).port}`;
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await admin?.app.close();
+    await new Promise<void>((resolve) => (page ? page.close(() => resolve()) : resolve()));
+  });
+
+  it("a form, a no-cors fetch and a JSON fetch from another origin all fail to stop the proxy", async () => {
+    const context = await browser.newContext();
+    const tab = await context.newPage();
+    try {
+      await tab.goto(pageOrigin);
+      await tab.waitForFunction(() => document.title === "done", undefined, { timeout: 20_000 });
+    } finally {
+      await context.close();
+    }
+    const refused = admin.logLines.filter((l) => l.includes("refused /quitquitquit"));
+    // The form and both no-cors fetches reached the endpoint (the JSON fetch stops at its
+    // preflight, which gets no CORS grant); each was refused.
+    expect(refused.length).toBeGreaterThanOrEqual(3);
+    expect(refused.every((l) => l.includes('"origin":"http://127.0.0.1:'))).toBe(true);
+    expect(admin.quitCalls()).toBe(0);
+  }, 60_000);
+});
