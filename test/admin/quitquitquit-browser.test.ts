@@ -74,7 +74,7 @@ describe.skipIf(skip)("/quitquitquit against a hostile page in a real browser", 
     const tab = await context.newPage();
     try {
       await tab.goto(pageOrigin);
-      await tab.waitForFunction(() => document.title === "done", undefined, { timeout: 20_000 });
+      await tab.waitForFunction('document.title === "done"', undefined, { timeout: 20_000 });
     } finally {
       await context.close();
     }
