@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
 import { Agent, type Dispatcher, ProxyAgent } from "undici";
 import type { UpstreamTls } from "../config/types.js";
+import { createUpstreamConnector } from "./read-after-write-reset.js";
 
 export interface DispatcherOptions {
   tls: UpstreamTls;
@@ -88,5 +89,6 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   if (options.egressProxy) {
     return new ProxyAgent({ uri: options.egressProxy, requestTls: connect, ...common });
   }
-  return new Agent({ connect, ...common });
+  // Keeps an upstream's early answer when it resets the connection mid-upload (issue 15).
+  return new Agent({ connect: createUpstreamConnector(connect), ...common });
 }
