@@ -23,6 +23,11 @@ export interface DispatcherOptions {
   idleConnectionMs: number;
   /** Explicitly configured egress proxy; environment HTTP(S)_PROXY is ignored on purpose. */
   egressProxy: string | undefined;
+  /**
+   * Largest response header block (undici maxHeaderSize, whose own default is 16 KiB): the
+   * upstream's `maxResponseHeaderSize`.
+   */
+  maxResponseHeaderSizeBytes?: number | undefined;
   /** NODE_EXTRA_CA_CERTS value; injected so tests control it. */
   extraCaCertsFile?: string | undefined;
 }
@@ -83,6 +88,9 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     headersTimeout: options.headersTimeoutMs,
     bodyTimeout: options.bodyTimeoutMs,
     keepAliveTimeout: options.idleConnectionMs,
+    ...(options.maxResponseHeaderSizeBytes
+      ? { maxHeaderSize: options.maxResponseHeaderSizeBytes }
+      : {}),
     // No redirect interceptor: undici 7 never follows redirects without one, and a token must
     // never follow a redirect to another host (undici CVE history).
   };

@@ -222,7 +222,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   onError(err: Error): void {
     if (this.finished) return;
-    const mapped = mapUpstreamError(err, this.o.upstream.name);
+    const { upstream } = this.o;
+    const mapped = mapUpstreamError(err, upstream.name, upstream.maxResponseHeaderSizeBytes);
     if (this.shouldRetry(mapped)) {
       this.retried = true;
       this.dispatch();
