@@ -71,7 +71,8 @@ export function createUpstreamConnector(
   let withH2: buildConnector.connector | undefined;
   return (connectOptions, callback) => {
     const allowH2 = (connectOptions as { allowH2?: boolean }).allowH2 === true;
-    const connect = allowH2 ? (withH2 ??= buildConnector({ ...options, allowH2 })) : http1;
+    if (allowH2) withH2 ??= buildConnector({ ...options, allowH2 });
+    const connect = allowH2 && withH2 ? withH2 : http1;
     return connect(connectOptions, (...args) => {
       const socket = args[1];
       if (socket && (socket as { alpnProtocol?: string | false }).alpnProtocol !== "h2") {

@@ -156,7 +156,7 @@ describe("inject-headers", () => {
         if (result.kind === "reject") {
           // Only ever for a header that could not be sent safely.
           const contentLengths = raw.filter(
-            (item, i) => i % 2 === 1 && raw[i - 1]!.toLowerCase() === "content-length",
+            (_item, i) => i % 2 === 1 && raw[i - 1]!.toLowerCase() === "content-length",
           );
           expect(
             raw.some((item, i) =>

@@ -159,7 +159,7 @@ class SocketReader {
 
   async readBody(headers: Map<string, string[]>): Promise<RawBody> {
     const te = headers.get("transfer-encoding");
-    if (te && te.join(",").toLowerCase().includes("chunked")) {
+    if (te?.join(",").toLowerCase().includes("chunked")) {
       const parts: Buffer[] = [];
       for (;;) {
         const sizeLine = (await this.readUntil("\r\n"))?.toString("latin1");
