@@ -26,6 +26,8 @@ export const PROXY_ERROR_STATUS = {
   upstream_tls_error: 502,
   upstream_reset: 502,
   upstream_error: 502,
+  /** The upstream's response head exceeded `upstreams[].maxResponseHeaderSize`. */
+  upstream_header_too_large: 502,
   token_rejected: 502,
   token_unavailable: 503,
   shutting_down: 503,

@@ -49,6 +49,7 @@ export const DEFAULTS = {
     forwardedHeaders: false,
     replayBodyLimit: "1MiB",
     connections: 128,
+    maxResponseHeaderSize: "64KiB",
     timeouts: { connect: "10s", responseHeaders: "30s", bodyIdle: "60s", idleConnection: "4s" },
     token: {
       defaultExpiresIn: "600s",
@@ -196,6 +197,7 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
     headers: lowercaseKeys(u.headers),
     replayBodyLimitBytes: parseByteSize(u.replayBodyLimit ?? D.replayBodyLimit),
     connections: u.connections ?? D.connections,
+    maxResponseHeaderSizeBytes: parseByteSize(u.maxResponseHeaderSize ?? D.maxResponseHeaderSize),
     timeouts: {
       connectMs: parseDurationMs(timeouts.connect ?? D.timeouts.connect),
       responseHeadersMs: parseDurationMs(timeouts.responseHeaders ?? D.timeouts.responseHeaders),

@@ -174,6 +174,12 @@ export const Upstream = T.Object(
     replayBodyLimit: T.Optional(ByteSize),
     /** Keep-alive connections per upstream origin. Default 128. */
     connections: T.Optional(T.Integer({ minimum: 1, maximum: 65535 })),
+    /**
+     * Largest response header block accepted from the upstream (status line, fields, and trailers).
+     * Default "64KiB" (large cookies and JWT-bearing headers need 20–40 KB); beyond it the client
+     * gets 502 `upstream_header_too_large`.
+     */
+    maxResponseHeaderSize: T.Optional(ByteSize),
     timeouts: T.Optional(Timeouts),
     token: T.Optional(TokenSettings),
   },

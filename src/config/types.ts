@@ -73,6 +73,8 @@ export interface UpstreamConfig {
   headers: Readonly<Record<string, string>>;
   replayBodyLimitBytes: number;
   connections: number;
+  /** Largest response header block from the upstream (undici maxHeaderSize); beyond: 502. */
+  maxResponseHeaderSizeBytes: number;
   timeouts: {
     connectMs: number;
     responseHeadersMs: number;

@@ -13,7 +13,7 @@ import { describeValue, type IssueList, type IssuePath, isObject, toPointer } fr
 import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
 import { didYouMean } from "./suggest.js";
 import { type PemFile, type PemKind, readPemFile } from "./tls-files.js";
-import { parseDurationMs } from "./units.js";
+import { parseByteSize, parseDurationMs } from "./units.js";
 import { validateDurations } from "./validate-durations.js";
 import { validateRoutes } from "./validate-routes.js";
 
@@ -22,6 +22,9 @@ export interface SemanticContext extends PathContext {
   /** False in sidecar mode (env/flags only): messages then name the env variables to set. */
   hasFile: boolean;
 }
+
+/** Smallest `maxResponseHeaderSize`: a status line and a few fields. */
+const MIN_RESPONSE_HEADER_SIZE_BYTES = 1024;
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const TOKEN_PARAM_NAME = /^[A-Za-z0-9_.-]+$/;
@@ -174,6 +177,18 @@ function checkUpstream(
     issues.add(
       path,
       `expected a duration above zero such as "1s", found ${describeValue(idle, path)}`,
+    );
+  }
+  // A response head always needs room for a status line and a few fields; undici refuses 0.
+  const headerSize = u.maxResponseHeaderSize;
+  if (
+    (typeof headerSize === "string" || typeof headerSize === "number") &&
+    byteSizeBelow(headerSize, MIN_RESPONSE_HEADER_SIZE_BYTES)
+  ) {
+    const path = [...at, "maxResponseHeaderSize"];
+    issues.add(
+      path,
+      `expected at least "1KiB" (the default is "64KiB"), found ${describeValue(headerSize, path)}`,
     );
   }
   if (isObject(u.listen) && u.listen.port === undefined) {
@@ -356,5 +371,14 @@ async function checkReadableFile(file: string): Promise<string | undefined> {
     if (code === "EACCES")
       return `expected a readable file, found ${file} but may not read it (permission denied)`;
     return `expected a readable file, found ${file} unreadable (${code ?? String(error)})`;
+  }
+}
+
+/** True for a well-formed size below `min` (malformed ones are the schema's to report). */
+function byteSizeBelow(value: string | number, min: number): boolean {
+  try {
+    return parseByteSize(value) < min;
+  } catch {
+    return false;
   }
 }

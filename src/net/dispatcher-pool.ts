@@ -23,6 +23,8 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
   const dispatchers = new Map<string, Dispatcher>();
   const get = (upstream: UpstreamConfig, tls: UpstreamTls, purpose = "pooled"): Dispatcher => {
     const settings: DispatcherOptions = {
+      // Shared with the token endpoint's dispatcher when the settings match: harmless there.
+      maxResponseHeaderSizeBytes: upstream.maxResponseHeaderSizeBytes,
       tls,
       connections: upstream.connections,
       connectTimeoutMs: upstream.timeouts.connectMs,

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
 import { Agent, type Dispatcher, ProxyAgent } from "undici";
 import type { UpstreamTls } from "../config/types.js";
+import { createUpstreamConnector } from "./read-after-write-reset.js";
 
 export interface DispatcherOptions {
   tls: UpstreamTls;
@@ -22,6 +23,11 @@ export interface DispatcherOptions {
   idleConnectionMs: number;
   /** Explicitly configured egress proxy; environment HTTP(S)_PROXY is ignored on purpose. */
   egressProxy: string | undefined;
+  /**
+   * Largest response header block (undici maxHeaderSize, whose own default is 16 KiB): the
+   * upstream's `maxResponseHeaderSize`.
+   */
+  maxResponseHeaderSizeBytes?: number | undefined;
   /** NODE_EXTRA_CA_CERTS value; injected so tests control it. */
   extraCaCertsFile?: string | undefined;
 }
@@ -82,11 +88,15 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     headersTimeout: options.headersTimeoutMs,
     bodyTimeout: options.bodyTimeoutMs,
     keepAliveTimeout: options.idleConnectionMs,
+    ...(options.maxResponseHeaderSizeBytes
+      ? { maxHeaderSize: options.maxResponseHeaderSizeBytes }
+      : {}),
     // No redirect interceptor: undici 7 never follows redirects without one, and a token must
     // never follow a redirect to another host (undici CVE history).
   };
   if (options.egressProxy) {
     return new ProxyAgent({ uri: options.egressProxy, requestTls: connect, ...common });
   }
-  return new Agent({ connect, ...common });
+  // Keeps an upstream's early answer when it resets the connection mid-upload (issue 15).
+  return new Agent({ connect: createUpstreamConnector(connect), ...common });
 }

@@ -20,6 +20,14 @@ import type { UpstreamConfig } from "../config/types.js";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
 import { type MappedProxyError, mapUpstreamError, sendProxyError } from "./proxy-errors.js";
+import {
+  clientGetsChunked,
+  earlyHints,
+  responseFraming,
+  responseHasBody,
+  trailerPairs,
+  withoutField,
+} from "./response-framing.js";
 import { clientResponseHeaders } from "./response-headers.js";
 
 /** Largest 401 body held while deciding whether to replay; a bigger one is passed through. */
@@ -71,6 +79,8 @@ interface Held401 {
   rawHeaders: (Buffer | string)[];
   chunks: Buffer[];
   size: number;
+  /** Set once the held 401 is complete. */
+  trailers?: (Buffer | string)[] | null;
 }
 
 /** Starts the exchange; `onDone` is called exactly once. Call `abortFromClient` on hang-up. */
@@ -157,9 +167,13 @@ export class Exchange implements Dispatcher.DispatchHandler {
     _statusText: string,
   ): boolean {
     this.resumeUpstream = resume;
-    // 1xx (103 Early Hints…) are not relayed; undici reports the final response after them.
-    if (statusCode < 200 || this.finished) return true;
     const raw = (rawHeaders ?? []) as (Buffer | string)[];
+    // Interim responses: undici reports the final response after them (issue 15 item 7).
+    if (statusCode < 200) {
+      if (statusCode === 103 && !this.finished) this.relayEarlyHints(raw);
+      return true;
+    }
+    if (this.finished) return true;
     if (statusCode === 401 && this.replayable && !this.replayed) {
       this.held = { statusCode, rawHeaders: raw, chunks: [], size: 0 };
       return true;
@@ -194,19 +208,22 @@ export class Exchange implements Dispatcher.DispatchHandler {
     });
   }
 
-  onComplete(_trailers: string[] | null): void {
+  onComplete(trailers: string[] | null): void {
     if (this.finished) return;
     if (this.held) {
+      this.held.trailers = trailers;
       void this.replayAfter401(this.held);
       return;
     }
+    this.relayTrailers(trailers);
     this.o.res.end();
     this.done({ status: this.o.res.statusCode, errorCode: undefined, cause: undefined });
   }
 
   onError(err: Error): void {
     if (this.finished) return;
-    const mapped = mapUpstreamError(err, this.o.upstream.name);
+    const { upstream } = this.o;
+    const mapped = mapUpstreamError(err, upstream.name, upstream.maxResponseHeaderSizeBytes);
     if (this.shouldRetry(mapped)) {
       this.retried = true;
       this.dispatch();
@@ -227,9 +244,17 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 
   private writeHead(statusCode: number, raw: readonly (Buffer | string)[]): boolean {
-    const { res } = this.o;
+    const { res, req, method } = this.o;
     try {
-      res.writeHead(statusCode, clientResponseHeaders(raw, this.o.closeConnection()));
+      // Issue 15 items 2 and 6: see response-framing.ts.
+      let headers = clientResponseHeaders(raw, this.o.closeConnection());
+      const framing = responseFraming(headers);
+      const hasBody = responseHasBody(method, statusCode);
+      if (framing.announcesTrailers && !(hasBody && clientGetsChunked(req, framing))) {
+        headers = withoutField(headers, "trailer");
+      }
+      res.writeHead(statusCode, headers);
+      if (hasBody && (!framing.hasContentLength || framing.eventStream)) res.flushHeaders();
       this.responseStarted = true;
       return true;
     } catch (err) {
@@ -258,6 +283,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
       ok = this.o.res.write(chunk) && ok;
     }
     if (complete) {
+      this.relayTrailers(held.trailers ?? null);
       this.o.res.end();
       this.done({ status: held.statusCode, errorCode: undefined, cause: undefined });
       return true;
@@ -265,6 +291,30 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (ok) return true;
     this.waitForDrain();
     return false;
+  }
+
+  /** 103 Early Hints to HTTP/1.1 clients only (RFC 9110 §15.2: never 1xx to HTTP/1.0). */
+  private relayEarlyHints(raw: readonly (Buffer | string)[]): void {
+    const { req, res } = this.o;
+    if (res.headersSent || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return;
+    const hints = earlyHints(raw);
+    if (!hints) return;
+    try {
+      res.writeEarlyHints(hints);
+    } catch {
+      // A Link value Node refuses: the hints are optional, the final response is not.
+    }
+  }
+
+  /** Upstream trailers, when the client's response is chunked (see response-framing.ts). */
+  private relayTrailers(trailers: readonly (Buffer | string)[] | null): void {
+    const { res } = this.o;
+    if (!trailers || trailers.length === 0 || !res.chunkedEncoding) return;
+    try {
+      res.addTrailers(trailerPairs(trailers));
+    } catch {
+      // A field Node refuses: the body is complete without it.
+    }
   }
 
   private async replayAfter401(held: Held401): Promise<void> {

@@ -12,16 +12,21 @@ import type { AccessToken } from "../token/types.js";
 
 /**
  * Fields never forwarded as the client sent them: hop-by-hop (RFC 9110 §7.6.1), Host (ours
- * replaces it, RFC 9112 §3.2), Content-Length (the body logic sets it), Expect (undici can't
- * send it; Node already answered 100-continue), and Forwarded (spoofable topology).
+ * replaces it, RFC 9112 §3.2), Expect (undici can't send it; Node already answered
+ * 100-continue), Forwarded (spoofable topology), and Trailer: undici ends a chunked request
+ * body with an empty trailer section, so announcing fields that never come would mislead the
+ * upstream (RFC 9110 §6.6.2).
  */
-const ALWAYS_DROPPED = new Set([
-  ...HOP_BY_HOP_HEADERS,
-  "host",
-  "content-length",
-  "expect",
-  "forwarded",
-]);
+const ALWAYS_DROPPED = new Set([...HOP_BY_HOP_HEADERS, "host", "expect", "forwarded", "trailer"]);
+
+/**
+ * The client's Content-Length (already checked: one value, digits only) is forwarded as is:
+ * undici frames a streamed body with it instead of chunking it (upstreams that need a length —
+ * object stores — answer 411 to chunked uploads), and checks the bytes sent against it.
+ * A static header may not set it; `Connection` may not remove it.
+ */
+const CONTENT_LENGTH = "content-length";
+const DIGITS = /^[0-9]+$/;
 
 /** Credential fields the client may not send (replaced, or 400 with `clientCredentials: reject`). */
 const CREDENTIAL_FIELDS = new Set(["authorization", "x-version"]);
@@ -81,6 +86,7 @@ function checkStaticHeader(upstreamName: string, name: string, value: string): v
   }
   if (
     ALWAYS_DROPPED.has(lower) ||
+    lower === CONTENT_LENGTH ||
     CREDENTIAL_FIELDS.has(lower) ||
     lower.startsWith("x-forwarded-")
   ) {
@@ -134,6 +140,7 @@ export function createHeaderInjector(upstream: UpstreamConfig): HeaderInjector {
     build(raw, context) {
       const named = connectionTokens(raw);
       const headers: string[] = [];
+      let sawContentLength = false;
       for (let i = 0; i < raw.length; i += 2) {
         const name = raw[i]!;
         const value = raw[i + 1]!;
@@ -145,6 +152,15 @@ export function createHeaderInjector(upstream: UpstreamConfig): HeaderInjector {
               message: `the client must not send ${lower}: this proxy injects it (upstream ${upstream.name} is set to reject)`,
             };
           }
+          continue;
+        }
+        if (lower === CONTENT_LENGTH) {
+          // The guards refused anything else already; this keeps the module safe on its own.
+          if (!DIGITS.test(value) || sawContentLength) {
+            return { kind: "reject", message: "invalid Content-Length" };
+          }
+          sawContentLength = true;
+          headers.push(name, value);
           continue;
         }
         if (

@@ -97,8 +97,23 @@ export function describeCause(err: unknown): { codes: string[]; message?: string
   return { codes: errorCodes(err), message: err.message };
 }
 
-/** Maps a failure talking to `upstream` (or getting its token) to the public error. */
-export function mapUpstreamError(err: unknown, upstream: string): MappedProxyError {
+/** undici's code for a response head over its maxHeaderSize. */
+const HEADERS_OVERFLOW = "UND_ERR_HEADERS_OVERFLOW";
+
+/** "64 KiB" for whole KiB, else bytes. */
+function describeSize(bytes: number): string {
+  return bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`;
+}
+
+/**
+ * Maps a failure talking to `upstream` (or getting its token) to the public error.
+ * `maxResponseHeaderSizeBytes` names the limit in the message when the response head exceeded it.
+ */
+export function mapUpstreamError(
+  err: unknown,
+  upstream: string,
+  maxResponseHeaderSizeBytes?: number,
+): MappedProxyError {
   if (err instanceof BearerProxyError) {
     return {
       code: err.publicCode,
@@ -111,6 +126,17 @@ export function mapUpstreamError(err: unknown, upstream: string): MappedProxyErr
   }
   const codes = errorCodes(err);
   const has = (set: ReadonlySet<string>) => codes.some((c) => set.has(c));
+  if (codes.includes(HEADERS_OVERFLOW)) {
+    const limit =
+      maxResponseHeaderSizeBytes === undefined
+        ? ""
+        : ` (${describeSize(maxResponseHeaderSizeBytes)})`;
+    return {
+      code: "upstream_header_too_large",
+      message: `upstream ${upstream} sent response headers larger than upstreams[].maxResponseHeaderSize${limit}; raise it if these headers are expected`,
+      cause: err,
+    };
+  }
   if (has(TLS_CODES) || codes.some((c) => c.startsWith("ERR_SSL_"))) {
     return {
       code: "upstream_tls_error",
@@ -200,6 +226,14 @@ const REASON: Partial<Record<number, string>> = {
   501: "Not Implemented",
 };
 
+/**
+ * The status line's reason phrase for a refused CONNECT. Most clients print only the status line
+ * of a failed tunnel (Python: "Tunnel connection failed: 405 …", wget: "Proxy tunneling failed:
+ * …"), never the body, so the phrase says what to do (RFC 9112 §4 allows any visible text).
+ */
+export const CONNECT_REASON =
+  "CONNECT refused - use http:// URLs, bearer-proxy forwards them over HTTPS";
+
 /** How long a socket we answered on the raw path may linger before it is destroyed. */
 const RAW_LINGER_MS = 1_000;
 
@@ -214,6 +248,8 @@ export function writeRawProxyError(
   code: ProxyErrorCode,
   message: string,
   extraHeaders = "",
+  /** Replaces the standard reason phrase (see CONNECT_REASON). */
+  reason?: string,
 ): void {
   // A socket Node handed over ('connect') has no error listener left: a client reset would
   // otherwise be an uncaught exception.
@@ -225,7 +261,7 @@ export function writeRawProxyError(
   const status = PROXY_ERROR_STATUS[code];
   const body = errorPayload(code, message, undefined);
   socket.end(
-    `HTTP/1.1 ${status} ${REASON[status] ?? "Error"}\r\n` +
+    `HTTP/1.1 ${status} ${reason ?? REASON[status] ?? "Error"}\r\n` +
       "content-type: application/json\r\n" +
       `content-length: ${Buffer.byteLength(body)}\r\n` +
       "cache-control: no-store\r\n" +

@@ -28,7 +28,7 @@ import type { Metrics } from "../observability/metrics.js";
 import type { TokenProvider } from "../token/types.js";
 import { type AccessLog, createAccessLog } from "./access-log.js";
 import { answerClientError } from "./client-errors.js";
-import { writeRawProxyError } from "./proxy-errors.js";
+import { CONNECT_REASON, writeRawProxyError } from "./proxy-errors.js";
 import { connectRejection } from "./request-guards.js";
 import { createRequestHandler } from "./request-handler.js";
 
@@ -122,6 +122,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       rejection.code,
       rejection.message,
       "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n",
+      CONNECT_REASON,
     );
   });
 

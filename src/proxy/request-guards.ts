@@ -180,14 +180,18 @@ function parseAbsoluteForm(
   const authority = rest.slice(0, authorityEnd);
   if (authority.includes("@"))
     return reject("bad_request", "userinfo is not allowed in the target URI");
-  if (authority.startsWith("[")) return reject("bad_request", "IP-literal targets are not allowed");
+  if (authority.startsWith("["))
+    return reject("bad_request", `IP-literal targets are not allowed${localHint(authority)}`);
   if (!ABSOLUTE_AUTHORITY.test(authority))
     return reject("bad_request", "invalid authority in the target URI");
   const hostname = authority.replace(/:[0-9]*$/, "");
   if (!isKnownHost(authority)) {
     if (IPV4_LIKE.test(hostname))
-      return reject("bad_request", "IP-literal targets are not allowed");
-    return reject("host_not_allowed", `host ${hostname} is not served by this proxy`);
+      return reject("bad_request", `IP-literal targets are not allowed${localHint(hostname)}`);
+    return reject(
+      "host_not_allowed",
+      `host ${hostname} is not served by this proxy${localHint(hostname)}`,
+    );
   }
   let pathAndQuery = rest.slice(authorityEnd);
   if (pathAndQuery === "" || pathAndQuery.startsWith("?")) pathAndQuery = `/${pathAndQuery}`;
@@ -250,4 +254,18 @@ export function checkRequest(
     return reject("bad_request", "dot-segments and backslashes are not allowed in the path");
   }
   return accepted;
+}
+
+/**
+ * Issue 15: with `http_proxy` set, a client's call to a local URL — the proxy's own admin port,
+ * say — arrives here as an absolute-form request. The admin endpoints are not served through the
+ * proxy listener on purpose (it would expose /quitquitquit to whoever may send requests), so the
+ * refusal says how to bypass the proxy for local addresses.
+ */
+function localHint(host: string): string {
+  const lower = host.toLowerCase();
+  const local = lower === "localhost" || lower.startsWith("127.") || lower.startsWith("[::1]");
+  return local
+    ? " (a local address reached through http_proxy? exclude it: no_proxy=127.0.0.1,localhost)"
+    : "";
 }

@@ -75,6 +75,7 @@ describe("defaults", () => {
           headers: {},
           replayBodyLimitBytes: 1024 * 1024,
           connections: 128,
+          maxResponseHeaderSizeBytes: 64 * 1024,
           timeouts: {
             connectMs: 10_000,
             responseHeadersMs: 30_000,

@@ -332,3 +332,18 @@ describe("timeouts.idleConnection", () => {
     expect(config.upstreams[0]?.timeouts.idleConnectionMs).toBe(1500);
   });
 });
+
+describe("maxResponseHeaderSize (issue 15)", () => {
+  it("defaults to 64 KiB, takes a size, and refuses one too small for any response head", async () => {
+    expect(await messages(oneUpstream("maxResponseHeaderSize: 100B"))).toEqual([
+      'upstreams[0] (api).maxResponseHeaderSize: expected at least "1KiB" (the default is "64KiB"), found "100B" (line 6)',
+    ]);
+    const { config } = await loadConfigWithWarnings({
+      configText: oneUpstream("maxResponseHeaderSize: 256KiB"),
+      env: {},
+    });
+    expect(config.upstreams[0]?.maxResponseHeaderSizeBytes).toBe(256 * 1024);
+    const defaults = await loadConfigWithWarnings({ configText: oneUpstream(""), env: {} });
+    expect(defaults.config.upstreams[0]?.maxResponseHeaderSizeBytes).toBe(64 * 1024);
+  });
+});

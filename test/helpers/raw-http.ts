@@ -97,7 +97,7 @@ export function parseResponses(text: string): RawResponse[] {
     rest = rest.slice(headEnd + 4);
     let body = "";
     const length = headers.get("content-length")?.[0];
-    if (status === 100 || status === 304 || status === 204) {
+    if ((status >= 100 && status < 200) || status === 304 || status === 204) {
       // no body
     } else if (length !== undefined) {
       body = rest.slice(0, Number(length));

@@ -86,6 +86,7 @@ export async function startTestProxy(options: TestProxyOptions): Promise<TestPro
         headersTimeoutMs: upstream.timeouts.responseHeadersMs,
         bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
         idleConnectionMs: upstream.timeouts.idleConnectionMs,
+        maxResponseHeaderSizeBytes: upstream.maxResponseHeaderSizeBytes,
         egressProxy: undefined,
         extraCaCertsFile: undefined,
       }),

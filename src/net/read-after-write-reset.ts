@@ -1,0 +1,84 @@
+/**
+ * An upstream may answer before it has read the request body — 401, 411, 413 — and close the
+ * connection at once. Its kernel then resets the connection (closing with unread data sends a
+ * RST, RFC 2525 §2.17), so the proxy's next body write fails with ECONNRESET or EPIPE while the
+ * complete answer still sits, unread, in the receive buffer.
+ *
+ * Node destroys a socket whose write fails, and destroying drops what was not read yet; undici
+ * then fails the request with the write's error (its ECONNRESET leniency only applies once the
+ * status line has been parsed). The client got a 502 `upstream_reset` for an upstream that had
+ * answered (issue 15: 15–20% of 8 MiB uploads; every one when the upstream closes at once).
+ *
+ * RFC 9112 §9.5 asks a client sending a body to keep monitoring the connection for a response
+ * and to stop sending when one arrives; curl does. So here a write the peer refused is reported
+ * as done, later writes are dropped, and the read side decides how the request ends: the kernel
+ * delivers what the upstream sent and then the reset (or EOF). A complete answer reaches undici's
+ * parser and the client as usual; no answer at all still fails with the reset, as before. The
+ * egress-proxy path (undici's ProxyAgent builds its own tunnel sockets) keeps undici's behaviour.
+ */
+import type { Socket } from "node:net";
+import { buildConnector } from "undici";
+
+/** Write errors that mean "the peer has closed": its answer, if any, is still readable. */
+const PEER_CLOSED = new Set(["ECONNRESET", "EPIPE"]);
+
+type WriteCallback = (error?: Error | null) => void;
+
+/** Makes writes on `socket` that fail because the peer closed not destroy the socket. */
+export function keepReadingAfterWriteReset(socket: Socket): void {
+  let peerClosed = false;
+  const absorb =
+    (callback: WriteCallback): WriteCallback =>
+    (error) => {
+      const code = (error as NodeJS.ErrnoException | null | undefined)?.code;
+      if (error && code && PEER_CLOSED.has(code) && !socket.destroyed) {
+        // Dropped: the peer will never read these bytes (it said so with its reset).
+        peerClosed = true;
+        callback();
+        return;
+      }
+      callback(error);
+    };
+  const write = socket._write;
+  socket._write = function (chunk, encoding, callback) {
+    if (peerClosed) {
+      callback();
+      return;
+    }
+    write.call(this, chunk, encoding, absorb(callback));
+  };
+  const writev = socket._writev;
+  if (writev) {
+    socket._writev = function (chunks, callback) {
+      if (peerClosed) {
+        callback();
+        return;
+      }
+      writev.call(this, chunks, absorb(callback));
+    };
+  }
+}
+
+/**
+ * undici's connector with {@link keepReadingAfterWriteReset} applied to every HTTP/1.1
+ * connection (an HTTP/2 session owns its socket's writes and reports a reset per stream).
+ * `allowH2` arrives per call from the Agent's options, so both ALPN variants are kept.
+ */
+export function createUpstreamConnector(
+  options: buildConnector.BuildOptions,
+): buildConnector.connector {
+  const http1 = buildConnector(options);
+  let withH2: buildConnector.connector | undefined;
+  return (connectOptions, callback) => {
+    const allowH2 = (connectOptions as { allowH2?: boolean }).allowH2 === true;
+    if (allowH2) withH2 ??= buildConnector({ ...options, allowH2 });
+    const connect = allowH2 && withH2 ? withH2 : http1;
+    return connect(connectOptions, (...args) => {
+      const socket = args[1];
+      if (socket && (socket as { alpnProtocol?: string | false }).alpnProtocol !== "h2") {
+        keepReadingAfterWriteReset(socket);
+      }
+      callback(...args);
+    });
+  };
+}
