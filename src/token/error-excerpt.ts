@@ -16,14 +16,22 @@ export const EXCERPT_MAX_LENGTH = 200;
 
 /** What replaces one of our own values. */
 const REDACTED = "[redacted]";
+/**
+ * Stands for a cut value until token-looking runs are replaced: a private-use character that
+ * counts as part of a run, so a token that contained one of our values is still removed whole
+ * rather than left in pieces around the marker.
+ */
+const CUT = "\uE000";
 /** What replaces a token-looking run. */
 const TOKEN_MARK = "[token?]";
+/** Shown instead when, against all odds, one of our values survived the cutting. */
+const WITHHELD = "(withheld: it contained the client credentials)";
 /**
  * A run of 20+ characters of the token alphabets (base64, base64url, hex, JWT dots, Salesforce's
  * `!`) with at least one letter and one digit: JWTs, opaque tokens, secrets, also UUIDs (trace
  * ids are lost — an acceptable price, since some servers issue UUIDs as tokens).
  */
-const TOKEN_RUN = /[A-Za-z0-9\-._~+/=!%]{20,}/g;
+const TOKEN_RUN = /[A-Za-z0-9\-._~+/=!%\uE000]{20,}/g;
 const HAS_LETTER = /[A-Za-z]/;
 const HAS_DIGIT = /[0-9]/;
 
@@ -41,20 +49,19 @@ export function errorExcerpt(
   const values = [...new Set(ownValues.map(normalise))]
     .filter((v) => v.length > 0)
     .sort((a, b) => b.length - a.length);
-  const cut = (t: string) => values.reduce((acc, value) => acc.split(value).join(REDACTED), t);
+  const cut = (t: string) => values.reduce((acc, value) => acc.split(value).join(CUT), t);
   // Cut before reading too: stripping HTML tags could otherwise break a value into pieces.
   let excerpt = cut(normalise(readable(cut(normalise(text)), contentType)));
   excerpt = excerpt.replace(TOKEN_RUN, (run) =>
     HAS_LETTER.test(run) && HAS_DIGIT.test(run) ? TOKEN_MARK : run,
   );
-  excerpt = normalise(excerpt);
+  excerpt = normalise(excerpt.split(CUT).join(REDACTED));
   if (excerpt.length === 0) return undefined;
   if (excerpt.length > EXCERPT_MAX_LENGTH) {
     excerpt = `${excerpt.slice(0, EXCERPT_MAX_LENGTH - 1)}…`;
   }
-  if (values.some((value) => excerpt.includes(value))) {
-    return "(withheld: it contained the client credentials)";
-  }
+  const leaks = (t: string) => values.some((value) => t.includes(value));
+  if (leaks(excerpt)) return leaks(WITHHELD) ? undefined : WITHHELD;
   return excerpt;
 }
 

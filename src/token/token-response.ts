@@ -62,6 +62,23 @@ const REJECTION_ERRORS = new Set([
   "invalid_scope",
 ]);
 
+/**
+ * Registered OAuth error codes (RFC 6749 §4.1.2.1 and §5.2, RFC 8628 §3.5, RFC 8707, RFC 9449):
+ * an answer with one of these says what went wrong; any other `error` (Spring Boot's
+ * `"Forbidden"`) also gets a body excerpt.
+ */
+const REGISTERED_ERRORS = new Set([
+  ...REJECTION_ERRORS,
+  "invalid_request",
+  "access_denied",
+  "server_error",
+  "temporarily_unavailable",
+  "slow_down",
+  "invalid_target",
+  "invalid_dpop_proof",
+  "use_dpop_nonce",
+]);
+
 /** A decimal number of seconds as a string: Azure AD v1, ADFS and Apigee send `"3599"`. */
 const NUMERIC_STRING = /^[0-9]+(\.[0-9]+)?$/;
 
@@ -242,6 +259,8 @@ function errorFromResponse(
     reason = idpErrorDescription ? `${idpError}: ${idpErrorDescription}` : idpError;
   } else {
     reason = `content type ${contentType ? sanitizeIdpText(contentType, 80) : "(none)"}`;
+  }
+  if (idpError === undefined || !REGISTERED_ERRORS.has(idpError)) {
     // Not RFC 6749-shaped ({"ErrorCode":…}, {"status":403,"message":…}, HTML, text): the
     // excerpt goes to the log, /status and `check`, not into the message clients receive.
     bodyExcerpt = errorExcerpt(text, contentType, ownValues(context));
