@@ -266,9 +266,10 @@ function errorFromResponse(
     bodyExcerpt = errorExcerpt(text, contentType, ownValues(context));
   }
   let message = `token endpoint ${context.where} answered ${status} (${reason})`;
-  // invalid_client, or a bare 401/403 from a provider that does not speak RFC 6749 errors.
+  // invalid_client; any 401 (RFC 6749 §5.2 keeps it for client authentication; Auth0 says
+  // access_denied with it); a bare 403 from a provider that does not speak RFC 6749 errors.
   const credentialsRefused =
-    idpError === "invalid_client" || (idpError === undefined && (status === 401 || status === 403));
+    idpError === "invalid_client" || status === 401 || (idpError === undefined && status === 403);
   const hint = credentialsRefused ? (context.credentialsHint ?? CHECK_CREDENTIALS_HINT) : undefined;
   if (hint !== undefined) message += `; ${hint}`;
   return new BearerProxyError(code, message, {

@@ -87,7 +87,6 @@ describe("error body excerpts", () => {
         fc.string({ unit: "grapheme", minLength: 1, maxLength: 40 }),
         fc.array(fragment, { maxLength: 12 }),
         fc.array(fc.nat(), { maxLength: 6 }),
-        fc.constantFrom(...TYPES),
         (clientId, clientSecret, fragments, placements) => {
           fc.pre(visible(clientId).length > 0 && visible(clientSecret).length > 0);
           const forms = ownForms(clientId, clientSecret);
