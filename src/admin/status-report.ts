@@ -18,7 +18,8 @@ export interface TokenReport {
   secondsToExpiry: number | null;
   lastFetchAt: string | null;
   lastFetchDurationMs: number | null;
-  lastError: { code: string; message: string; at: string } | null;
+  /** `excerpt`: scrubbed start of a token endpoint's non-RFC 6749 error body, when it sent one. */
+  lastError: { code: string; message: string; at: string; excerpt?: string } | null;
   nextRefreshAt: string | null;
   fetchCount: number;
   failureCount: number;
@@ -113,6 +114,7 @@ function tokenReport(status: TokenStatus, nowWallMs: number): TokenReport {
           code: status.lastError.code,
           message: status.lastError.message,
           at: iso(status.lastError.atWallMs) ?? "",
+          ...(status.lastError.excerpt === undefined ? {} : { excerpt: status.lastError.excerpt }),
         }
       : null,
     nextRefreshAt: iso(status.nextRefreshAtWallMs),

@@ -9,6 +9,7 @@ import { createScrubber, type Scrubber } from "../admin/redact.js";
 import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
 import { createDispatcher } from "../net/dispatcher.js";
+import { CHECK_CREDENTIALS_HINT } from "../token/credential-hint.js";
 import { fingerprint } from "../token/fingerprint.js";
 import { describeTokenUrl } from "../token/response-text.js";
 import {
@@ -122,6 +123,9 @@ async function checkUpstream(args: CheckArgs, upstream: UpstreamConfig): Promise
         detail: result.message,
         hint: tokenHint(result.error, upstream),
       });
+      // What a provider that does not answer RFC 6749 errors said (scrubbed: error-excerpt.ts).
+      const excerpt = bodyExcerptOf(result.error);
+      if (excerpt !== undefined) args.stdout.write(scrub(`           body: ${excerpt}\n`));
     }
   }
 
@@ -167,6 +171,7 @@ function describeToken(
     expiresInSeconds: number | undefined;
     scope: string | undefined;
     expiresInClamped: boolean;
+    notes?: readonly { message: string }[];
   },
   durationMs: number,
 ): string {
@@ -174,7 +179,8 @@ function describeToken(
     token.expiresInSeconds === undefined
       ? `no expires_in (assuming ${Math.round(upstream.tokenPolicy.defaultExpiresInMs / 1000)} s)`
       : `lifetime ${token.expiresInSeconds} s${token.expiresInClamped ? " (clamped)" : ""}`;
-  return `200 from ${describeTokenUrl(upstream.token.tokenUrl)} in ${durationMs} ms; granted scope ${token.scope === undefined ? "(none stated)" : JSON.stringify(token.scope)}; ${lifetime}; token fingerprint ${fingerprint(token.accessToken)}`;
+  const notes = (token.notes ?? []).map((note) => `; ${note.message}`).join("");
+  return `200 from ${describeTokenUrl(upstream.token.tokenUrl)} in ${durationMs} ms; granted scope ${token.scope === undefined ? "(none stated)" : JSON.stringify(token.scope)}; ${lifetime}; token fingerprint ${fingerprint(token.accessToken)}${notes}`;
 }
 
 /** A plain-language next step for a failed token request. */
@@ -183,6 +189,10 @@ function tokenHint(error: unknown, upstream: UpstreamConfig): string | undefined
   const details = error.details ?? {};
   const idpError = typeof details.idpError === "string" ? details.idpError : undefined;
   const status = typeof details.status === "number" ? details.status : undefined;
+  // The token engine's own hint when it points at the Basic encoding (credential-hint.ts).
+  if (typeof details.hint === "string" && details.hint !== CHECK_CREDENTIALS_HINT) {
+    return details.hint;
+  }
   switch (idpError) {
     case "invalid_client":
       return "the token endpoint says invalid_client: check clientId / clientSecret (and token.clientAuth: body or basic)";
@@ -215,6 +225,13 @@ function tokenHint(error: unknown, upstream: UpstreamConfig): string | undefined
   if (status !== undefined && status >= 500)
     return "the token endpoint failed on its side: try again later or ask its operators";
   return undefined;
+}
+
+/** The scrubbed excerpt of a non-RFC 6749 error body, if the failure carries one. */
+function bodyExcerptOf(error: unknown): string | undefined {
+  if (!(error instanceof BearerProxyError)) return undefined;
+  const excerpt = error.details?.bodyExcerpt;
+  return typeof excerpt === "string" ? excerpt : undefined;
 }
 
 async function probeApi(

@@ -7,6 +7,7 @@ import { isAbsolute, resolve } from "node:path";
 import { DEFAULT_API_VERSION, KNOWN_API_VERSIONS, resolveApiVersion } from "./api-versions.js";
 import { type IssuePath, toPointer } from "./issues.js";
 import type { ConfigFile, UpstreamConfigFile } from "./schema.js";
+import { DEFAULT_ACCEPT_TOKEN_TYPES } from "./token-types.js";
 import type {
   ListenSpec,
   ProxyConfig,
@@ -182,6 +183,7 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
       // serverName names the upstream's host: a token endpoint elsewhere is verified as itself.
       tls: new URL(tokenUrl).origin === url.origin ? tls : { ...tls, serverName: undefined },
       allowInsecureHttp,
+      acceptTokenTypes: [...(u.token?.acceptTokenTypes ?? DEFAULT_ACCEPT_TOKEN_TYPES)],
     },
     tokenPolicy: tokenPolicy(u.token),
     tls,

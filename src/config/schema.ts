@@ -97,6 +97,16 @@ export const TokenSettings = T.Object(
     maxBackoff: T.Optional(Duration),
     /** Fetch the token at start instead of on first use. Default true (see `tokenCache.eagerLimit`). */
     prefetch: T.Optional(T.Boolean()),
+    /**
+     * `token_type` values accepted (case-insensitively) and sent as `Authorization: Bearer`.
+     * Default ["Bearer"]; add a provider's own name for a bearer token (Apigee: "BearerToken").
+     * DPoP, N_A, MAC and PoP are never accepted: they are not bearer tokens.
+     */
+    acceptTokenTypes: T.Optional(
+      T.Array(T.String({ minLength: 1, pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" }), {
+        minItems: 1,
+      }),
+    ),
   },
   { additionalProperties: false },
 );

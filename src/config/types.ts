@@ -47,6 +47,8 @@ export interface TokenEndpointSpec {
   extraHeaders: Readonly<Record<string, string>>;
   tls: UpstreamTls;
   allowInsecureHttp: boolean;
+  /** `token_type` values accepted as Bearer (from `token.acceptTokenTypes`; default ["Bearer"]). */
+  acceptTokenTypes: readonly string[];
 }
 
 export interface UpstreamConfig {

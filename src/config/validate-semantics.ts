@@ -13,6 +13,7 @@ import { describeValue, type IssueList, type IssuePath, isObject, toPointer } fr
 import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
 import { didYouMean } from "./suggest.js";
 import { type PemFile, type PemKind, readPemFile } from "./tls-files.js";
+import { checkAcceptTokenTypes } from "./token-types.js";
 import { parseByteSize, parseDurationMs } from "./units.js";
 import { validateDurations } from "./validate-durations.js";
 import { validateRoutes } from "./validate-routes.js";
@@ -154,6 +155,9 @@ function checkUpstream(
         `expected [min, max] with min ≤ max, found [${min}, ${max}]`,
       );
     }
+  }
+  if (isObject(token)) {
+    checkAcceptTokenTypes(token.acceptTokenTypes, [...at, "token", "acceptTokenTypes"], issues);
   }
   if (isObject(u.tls)) {
     const tls = u.tls;

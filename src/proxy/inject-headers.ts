@@ -8,6 +8,7 @@
  */
 import type { UpstreamConfig } from "../config/types.js";
 import { HOP_BY_HOP_HEADERS } from "../net/hop-by-hop.js";
+import { isBearerTokenSyntax } from "../token/token-response.js";
 import type { AccessToken } from "../token/types.js";
 
 /**
@@ -34,8 +35,6 @@ const CREDENTIAL_FIELDS = new Set(["authorization", "x-version"]);
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** A field value may hold HTAB, visible ASCII, SP and obs-text; never CR, LF or NUL. */
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
-/** Token68-ish: what can follow "Bearer " without breaking the header (RFC 6750 §2.1 is stricter). */
-const BEARER_TOKEN = /^[\x21-\x7e]+$/;
 
 /** Request facts used for the opt-in X-Forwarded-* fields. */
 export interface ForwardedContext {
@@ -67,7 +66,7 @@ export interface HeaderInjector {
  * or split the header (the token engine already refuses those; this is the last line).
  */
 export function authorizationValue(token: AccessToken): string {
-  if (!BEARER_TOKEN.test(token.value)) {
+  if (!isBearerTokenSyntax(token.value)) {
     throw new Error(`token ${token.fingerprint} contains characters not allowed in a header`);
   }
   return `Bearer ${token.value}`;

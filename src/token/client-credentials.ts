@@ -6,6 +6,7 @@
 import { type Dispatcher, request } from "undici";
 import type { TokenEndpointSpec } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
+import { credentialsRejectedHint } from "./credential-hint.js";
 import { describeTokenUrl, sanitizeIdpText } from "./response-text.js";
 import { parseTokenResponse, type TokenResponse } from "./token-response.js";
 
@@ -71,6 +72,9 @@ export async function requestToken(
     return parseTokenResponse(response.statusCode, response.headers, text, {
       where,
       secrets: sentSecretForms(credentials),
+      clientId: credentials.clientId,
+      acceptTokenTypes: spec.acceptTokenTypes,
+      credentialsHint: credentialsRejectedHint(spec, credentials),
       wallNow: deps.wallNow ?? Date.now,
     });
   } catch (error) {

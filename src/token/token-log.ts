@@ -4,14 +4,24 @@
  */
 import type { Logger } from "pino";
 import type { BearerProxyError } from "../errors.js";
+import { CHECK_CREDENTIALS_HINT } from "./credential-hint.js";
 import type { TokenResponse } from "./token-response.js";
 import type { AccessToken } from "./types.js";
 
-/** Log a fetched token: fingerprint, lifetime, scope, when it will be refreshed. */
+/**
+ * Log a fetched token: fingerprint, lifetime, scope, when it will be refreshed. A tolerated
+ * departure from RFC 6749 (`response.notes`) is warned about once per source: `notesLogged`
+ * holds the codes already warned about.
+ */
 export function logFetchSuccess(
   log: Logger,
   token: AccessToken,
-  fields: { response: TokenResponse; refreshInMs: number; durationMs: number },
+  fields: {
+    response: TokenResponse;
+    refreshInMs: number;
+    durationMs: number;
+    notesLogged?: Set<string>;
+  },
 ): void {
   const lifetimeS = token.lifetimeMs / 1000;
   log.info(
@@ -33,6 +43,11 @@ export function logFetchSuccess(
       "token response had no expires_in; assuming the default",
     );
   }
+  for (const note of fields.response.notes ?? []) {
+    if (fields.notesLogged?.has(note.code)) continue;
+    fields.notesLogged?.add(note.code);
+    log.warn({ note: note.code }, note.message);
+  }
 }
 
 /** Log a failed fetch; configuration faults at error level with what to check. */
@@ -41,18 +56,25 @@ export function logFetchFailure(
   error: BearerProxyError,
   fields: { retryInS: number; servingCachedToken: boolean; failures: number },
 ): void {
+  const details = error.details ?? {};
   const record = {
     code: error.code,
-    idpError: error.details?.idpError,
-    status: error.details?.status,
+    idpError: details.idpError,
+    status: details.status,
     ...fields,
     err: error.message,
+    // What a provider that does not answer RFC 6749 errors said, scrubbed (error-excerpt.ts).
+    ...(typeof details.bodyExcerpt === "string" ? { bodyExcerpt: details.bodyExcerpt } : {}),
   };
-  if (error.details?.idpError === "invalid_client") {
-    log.error(
-      record,
-      "the token endpoint rejected the client credentials (invalid_client): check clientId/clientSecret",
-    );
+  // The credentials were refused: the hint says what to check (credential-hint.ts).
+  const hint =
+    typeof details.hint === "string"
+      ? details.hint
+      : details.idpError === "invalid_client"
+        ? CHECK_CREDENTIALS_HINT
+        : undefined;
+  if (hint !== undefined) {
+    log.error(record, hint);
   } else if (error.code === "BP_ERR_TOKEN_REJECTED") {
     log.error(
       record,

@@ -2,8 +2,16 @@
  * Reading a token endpoint's answer: a 200 is checked field by field (oauth4webapi
  * `processGenericAccessTokenResponse`); anything else becomes a typed error carrying the IdP's
  * RFC 6749 §5.2 `error` and `error_description`, cleaned, and never a secret or a token.
+ *
+ * Real providers bend RFC 6749 §5.1 in ways that are harmless for a bearer token; each tolerance
+ * below names the provider that needs it (docs/identity-providers.md lists them all). What could
+ * break or inject a header, or is not a bearer token, is still refused.
  */
+import { DEFAULT_ACCEPT_TOKEN_TYPES, NON_BEARER_TOKEN_TYPES } from "../config/token-types.js";
 import { BearerProxyError, type ErrorCode } from "../errors.js";
+import { CHECK_CREDENTIALS_HINT } from "./credential-hint.js";
+import { errorExcerpt } from "./error-excerpt.js";
+import { readResponseFields } from "./response-body.js";
 import { parseRetryAfter, sanitizeIdpText } from "./response-text.js";
 
 /** A validated token response. */
@@ -17,17 +25,32 @@ export interface TokenResponse {
   scope: string | undefined;
   /** True when expires_in was above 24 h and was clamped. */
   expiresInClamped: boolean;
+  /** Departures from RFC 6749 that were tolerated but deserve a warning (absent when none). */
+  notes?: readonly TokenResponseNote[];
+}
+
+/** A tolerated departure from RFC 6749, logged once per token source. */
+export interface TokenResponseNote {
+  code: "token_type_missing" | "scope_not_string";
+  message: string;
 }
 
 /** expires_in above this is clamped (and flagged, so the caller can warn). */
 export const MAX_EXPIRES_IN_SECONDS = 24 * 60 * 60;
 
-/** RFC 6750 §2.1 b64token: nothing that could break or extend an Authorization header. */
-const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+/**
+ * What may follow `Bearer ` in an Authorization header: visible ASCII without space. Wider than
+ * RFC 6750 §2.1's b64token because Salesforce tokens contain `!`; still nothing that could end,
+ * split or extend the header (no space, control, CR/LF, DEL or non-ASCII).
+ */
+const BEARER_TOKEN = /^[\x21-\x7e]+$/;
 
-/** Whether `value` may follow `Bearer ` in an Authorization header (RFC 6750 b64token). */
+/**
+ * Whether `value` may be sent as `Authorization: Bearer <value>`. The one rule for every place
+ * that checks a token: token responses, the Redis cache reader, header injection.
+ */
 export function isBearerTokenSyntax(value: string): boolean {
-  return B64TOKEN.test(value);
+  return BEARER_TOKEN.test(value);
 }
 
 /** RFC 6749 §5.2 codes that mean our configuration is wrong: retrying soon cannot help. */
@@ -39,6 +62,26 @@ const REJECTION_ERRORS = new Set([
   "invalid_scope",
 ]);
 
+/**
+ * Registered OAuth error codes (RFC 6749 §4.1.2.1 and §5.2, RFC 8628 §3.5, RFC 8707, RFC 9449):
+ * an answer with one of these says what went wrong; any other `error` (Spring Boot's
+ * `"Forbidden"`) also gets a body excerpt.
+ */
+const REGISTERED_ERRORS = new Set([
+  ...REJECTION_ERRORS,
+  "invalid_request",
+  "access_denied",
+  "server_error",
+  "temporarily_unavailable",
+  "slow_down",
+  "invalid_target",
+  "invalid_dpop_proof",
+  "use_dpop_nonce",
+]);
+
+/** A decimal number of seconds as a string: Azure AD v1, ADFS and Apigee send `"3599"`. */
+const NUMERIC_STRING = /^[0-9]+(\.[0-9]+)?$/;
+
 export interface ResponseContext {
   /** The token URL as shown in messages. */
   where: string;
@@ -47,6 +90,12 @@ export interface ResponseContext {
    * inside the Basic header): each is cut out of anything the IdP echoes back.
    */
   secrets: readonly string[];
+  /** Our client id: cut out of body excerpts too, in the forms it may be echoed in. */
+  clientId?: string | undefined;
+  /** Token types accepted besides (case-insensitively) themselves; default ["Bearer"]. */
+  acceptTokenTypes?: readonly string[] | undefined;
+  /** The next step when the endpoint refuses the client credentials (see credential-hint.ts). */
+  credentialsHint?: string | undefined;
   wallNow: () => number;
 }
 
@@ -61,73 +110,139 @@ export function parseTokenResponse(
   context: ResponseContext,
 ): TokenResponse {
   const contentType = headerValue(headers["content-type"]) ?? "";
-  const isJson = /^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i.test(contentType.trim());
-  const parsed = isJson ? parseJson(text) : undefined;
-  if (status !== 200) throw errorFromResponse(status, headers, contentType, parsed, context);
+  const body = readResponseFields(contentType, text);
+  if (status !== 200) throw errorFromResponse(status, headers, contentType, text, body, context);
 
-  const invalid = (problem: string) =>
+  const invalid = (problem: string, details: Record<string, unknown> = {}) =>
     new BearerProxyError(
       "BP_ERR_TOKEN_RESPONSE_INVALID",
       `token endpoint ${context.where} answered 200 with an invalid token response: ${problem}`,
-      { details: { status } },
+      { details: { status, ...details } },
     );
-  if (!isJson) {
-    throw invalid(`content type ${describeContentType(contentType)}, expected application/json`);
+  if (body.kind === "none") {
+    // Not a token response at all (a login page, a proxy's error page): show what it was.
+    const bodyExcerpt = errorExcerpt(text, contentType, ownValues(context));
+    throw invalid(body.problem, bodyExcerpt === undefined ? {} : { bodyExcerpt });
   }
-  if (!isPlainObject(parsed)) throw invalid("the body is not a JSON object");
+  // Form-encoded and text/plain bodies (old in-house servers) give every field as a string;
+  // the checks below accept exactly what they accept from JSON.
+  const { access_token, token_type, expires_in, scope } = body.fields;
+  const notes: TokenResponseNote[] = [];
 
-  const { access_token, token_type, expires_in, scope } = parsed;
   if (typeof access_token !== "string" || access_token.length === 0) {
     throw invalid("access_token is missing or not a non-empty string");
   }
   if (!isBearerTokenSyntax(access_token)) {
     // Never echo it: a token with CR/LF or spaces would corrupt the Authorization header.
-    throw invalid("access_token contains characters not allowed in a bearer token (RFC 6750)");
+    throw invalid(
+      "access_token contains a space, a control character or non-ASCII, which cannot follow Bearer in an Authorization header (RFC 6750)",
+    );
   }
-  if (typeof token_type !== "string" || token_type.toLowerCase() !== "bearer") {
-    const found =
-      typeof token_type === "string"
-        ? JSON.stringify(sanitizeIdpText(token_type, 20))
-        : describeValue(token_type);
-    throw invalid(`token_type is ${found}, expected "Bearer"`);
+
+  if (token_type === undefined) {
+    // LinkedIn and other providers omit token_type; what they issue is used as a bearer token.
+    notes.push({
+      code: "token_type_missing",
+      message: "token response has no token_type; treating the token as Bearer",
+    });
+  } else {
+    const problem = tokenTypeProblem(token_type, context.acceptTokenTypes);
+    if (problem !== undefined) throw invalid(problem);
   }
-  let expiresInSeconds: number | undefined;
-  let expiresInClamped = false;
-  if (expires_in !== undefined) {
-    if (typeof expires_in !== "number" || !Number.isInteger(expires_in) || expires_in <= 0) {
-      throw invalid(`expires_in is ${describeValue(expires_in)}, expected a positive integer`);
-    }
-    expiresInClamped = expires_in > MAX_EXPIRES_IN_SECONDS;
-    expiresInSeconds = Math.min(expires_in, MAX_EXPIRES_IN_SECONDS);
+
+  const lifetime = readExpiresIn(expires_in);
+  if ("problem" in lifetime) throw invalid(lifetime.problem);
+  const { seconds } = lifetime;
+
+  let grantedScope: string | undefined;
+  if (typeof scope === "string") {
+    grantedScope = scope === "" ? undefined : sanitizeIdpText(scope, 500);
+  } else if (scope !== undefined) {
+    // Some servers send scope as a JSON array (`[]`, `["read"]`); RFC 6749 §3.3 says a
+    // space-separated string. The granted scope is informational here: ignore it, keep the token.
+    notes.push({
+      code: "scope_not_string",
+      message: `token response scope is ${describeValue(scope)}, not a string; ignored`,
+    });
   }
-  if (scope !== undefined && typeof scope !== "string") {
-    throw invalid(`scope is ${describeValue(scope)}, expected a string`);
-  }
+
   return {
     accessToken: access_token,
-    expiresInSeconds,
-    scope: scope === undefined || scope === "" ? undefined : sanitizeIdpText(scope, 500),
-    expiresInClamped,
+    expiresInSeconds: seconds === undefined ? undefined : Math.min(seconds, MAX_EXPIRES_IN_SECONDS),
+    scope: grantedScope,
+    expiresInClamped: seconds !== undefined && seconds > MAX_EXPIRES_IN_SECONDS,
+    ...(notes.length > 0 ? { notes } : {}),
   };
+}
+
+/**
+ * Why `tokenType` is not acceptable, or undefined when it is. Compared case-insensitively (RFC
+ * 6749 §5.1 says so; Cognito, Keycloak's older releases and others send `bearer`).
+ */
+function tokenTypeProblem(
+  tokenType: unknown,
+  accepted: readonly string[] = DEFAULT_ACCEPT_TOKEN_TYPES,
+): string | undefined {
+  if (typeof tokenType !== "string") {
+    return `token_type is ${describeValue(tokenType)}, expected "Bearer"`;
+  }
+  const lower = tokenType.toLowerCase();
+  const shown = JSON.stringify(sanitizeIdpText(tokenType, 40));
+  const never = NON_BEARER_TOKEN_TYPES.get(lower);
+  if (never !== undefined) {
+    return `token_type is ${shown}, which bearer-proxy cannot use: ${never}`;
+  }
+  if (accepted.some((type) => type.toLowerCase() === lower)) return undefined;
+  // Apigee answers "BearerToken": the user may vouch that it is a bearer token by listing it.
+  return `token_type is ${shown}, expected ${accepted.map((t) => JSON.stringify(t)).join(" or ")}; if it is a bearer token, add ${shown} to token.acceptTokenTypes`;
+}
+
+/**
+ * expires_in as whole seconds. RFC 6749 §5.1 says a number of seconds; Azure AD v1, ADFS and
+ * Apigee send it as a string (`"3599"`), some servers as a non-integer (`3599.0`, `35999.87`):
+ * both are floored to whole seconds. Missing stays missing (the policy default applies).
+ */
+function readExpiresIn(value: unknown): { seconds: number | undefined } | { problem: string } {
+  if (value === undefined) return { seconds: undefined };
+  let seconds: number;
+  if (typeof value === "number") {
+    seconds = value;
+  } else if (typeof value === "string" && NUMERIC_STRING.test(value)) {
+    seconds = Number(value);
+  } else {
+    const found =
+      typeof value === "string" ? "a string that is not a number of seconds" : describeValue(value);
+    return { problem: `expires_in is ${found}, expected a positive number of seconds` };
+  }
+  if (!Number.isFinite(seconds) || Math.floor(seconds) < 1) {
+    const found =
+      typeof value === "string"
+        ? `the string ${JSON.stringify(value.slice(0, 20))}`
+        : describeValue(value);
+    return { problem: `expires_in is ${found}, expected a positive number of seconds` };
+  }
+  return { seconds: Math.floor(seconds) };
 }
 
 function errorFromResponse(
   status: number,
   headers: Record<string, string | string[] | undefined>,
   contentType: string,
-  parsed: unknown,
+  text: string,
+  body: ReturnType<typeof readResponseFields>,
   context: ResponseContext,
 ): BearerProxyError {
   // Longest first, so a form that contains another is removed whole.
   const secrets = context.secrets.filter((v) => v.length > 0).sort((a, b) => b.length - a.length);
-  const redact = (text: string) =>
-    secrets.reduce((acc, secret) => acc.split(secret).join("[redacted]"), text);
+  const redact = (value: string) =>
+    secrets.reduce((acc, secret) => acc.split(secret).join("[redacted]"), value);
+  const fields = body.kind === "none" ? undefined : body.fields;
   let idpError: string | undefined;
   let idpErrorDescription: string | undefined;
-  if (isPlainObject(parsed) && typeof parsed.error === "string") {
-    idpError = sanitizeIdpText(redact(parsed.error), 100);
-    if (typeof parsed.error_description === "string") {
-      idpErrorDescription = sanitizeIdpText(redact(parsed.error_description), 200);
+  if (fields !== undefined && typeof fields.error === "string") {
+    idpError = sanitizeIdpText(redact(fields.error), 100);
+    if (typeof fields.error_description === "string") {
+      idpErrorDescription = sanitizeIdpText(redact(fields.error_description), 200);
     }
   }
   const rejected =
@@ -139,47 +254,62 @@ function errorFromResponse(
       : undefined;
 
   let reason: string;
+  let bodyExcerpt: string | undefined;
   if (idpError !== undefined) {
     reason = idpErrorDescription ? `${idpError}: ${idpErrorDescription}` : idpError;
   } else {
-    reason = `content type ${describeContentType(contentType)}`;
+    reason = `content type ${contentType ? sanitizeIdpText(contentType, 80) : "(none)"}`;
+  }
+  if (idpError === undefined || !REGISTERED_ERRORS.has(idpError)) {
+    // Not RFC 6749-shaped ({"ErrorCode":…}, {"status":403,"message":…}, HTML, text): the
+    // excerpt goes to the log, /status and `check`, not into the message clients receive.
+    bodyExcerpt = errorExcerpt(text, contentType, ownValues(context));
   }
   let message = `token endpoint ${context.where} answered ${status} (${reason})`;
-  if (idpError === "invalid_client") {
-    message += "; the token endpoint rejected the client credentials: check clientId/clientSecret";
-  }
+  // invalid_client; any 401 (RFC 6749 §5.2 keeps it for client authentication; Auth0 says
+  // access_denied with it); a bare 403 from a provider that does not speak RFC 6749 errors.
+  const credentialsRefused =
+    idpError === "invalid_client" || status === 401 || (idpError === undefined && status === 403);
+  const hint = credentialsRefused ? (context.credentialsHint ?? CHECK_CREDENTIALS_HINT) : undefined;
+  if (hint !== undefined) message += `; ${hint}`;
   return new BearerProxyError(code, message, {
     ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
-    details: { status, idpError, idpErrorDescription },
+    details: {
+      status,
+      idpError,
+      idpErrorDescription,
+      ...(bodyExcerpt === undefined ? {} : { bodyExcerpt }),
+      ...(hint === undefined ? {} : { hint }),
+    },
   });
 }
 
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
+/** Everything of ours an excerpt must not show: the secret's forms, the client id's. */
+function ownValues(context: ResponseContext): string[] {
+  const id = context.clientId;
+  if (id === undefined || id === "") return [...context.secrets];
+  return [
+    ...context.secrets,
+    id,
+    encodeURIComponent(id),
+    new URLSearchParams([["", id]]).toString().slice(1),
+    JSON.stringify(id).slice(1, -1),
+  ];
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-function describeContentType(contentType: string): string {
-  return contentType ? sanitizeIdpText(contentType, 80) : "(none)";
-}
-
 /** The JSON type of a field, never its value (it might be a token). */
 function describeValue(value: unknown): string {
   if (value === undefined) return "missing";
   if (value === null) return "null";
-  if (typeof value === "number")
-    return Number.isInteger(value) ? `the number ${value}` : "not an integer";
+  if (typeof value === "number") {
+    if (!Number.isFinite(value)) return "not a finite number";
+    return Number.isInteger(value) ? `the number ${value}` : `the number ${value.toFixed(3)}`;
+  }
+  if (typeof value === "string") return "a string";
   if (Array.isArray(value)) return "an array";
   return `a ${typeof value}`;
 }

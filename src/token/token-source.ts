@@ -84,6 +84,8 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
   let fetchCount = 0;
   let failureCount = 0;
   let closed = false;
+  /** Response notes already warned about (once per source). */
+  const notesLogged = new Set<string>();
 
   const unsubscribe = reader.onChange(onCredentialsChanged);
 
@@ -187,6 +189,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       response,
       refreshInMs: refreshAtMs - now,
       durationMs: now - startMs,
+      notesLogged,
     });
     const fresh = usableToken();
     if (fresh) {

@@ -36,7 +36,12 @@ export function describeTokenStatus(s: TokenSourceSnapshot): TokenStatus {
     lastFetchDurationMs: s.lastFetchDurationMs,
     lastError:
       lastError && s.lastErrorAtWallMs !== undefined
-        ? { code: lastError.publicCode, message: lastError.message, atWallMs: s.lastErrorAtWallMs }
+        ? {
+            code: lastError.publicCode,
+            message: lastError.message,
+            atWallMs: s.lastErrorAtWallMs,
+            ...excerptOf(lastError),
+          }
         : undefined,
     nextRefreshAtWallMs:
       s.nextAttemptAtMs === undefined
@@ -73,4 +78,10 @@ export function emptyTokenStatus(state: "idle" | "closed"): TokenStatus {
     fetchCount: 0,
     failureCount: 0,
   };
+}
+
+/** The scrubbed excerpt of a non-RFC 6749 error body, when the failure has one. */
+function excerptOf(error: BearerProxyError): { excerpt?: string } {
+  const excerpt = error.details?.bodyExcerpt;
+  return typeof excerpt === "string" ? { excerpt } : {};
 }

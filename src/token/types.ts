@@ -44,7 +44,15 @@ export interface TokenStatus {
   lastFetchAtWallMs: number | undefined;
   lastFetchDurationMs: number | undefined;
   /** Last failure: public code plus the IdP's `error`/`error_description` when it sent them. */
-  lastError: { code: string; message: string; atWallMs: number } | undefined;
+  lastError:
+    | {
+        code: string;
+        message: string;
+        atWallMs: number;
+        /** Scrubbed start of a non-RFC 6749 error body (no credentials, no token-like strings). */
+        excerpt?: string;
+      }
+    | undefined;
   /** Wall-clock ms of the next scheduled refresh or retry. */
   nextRefreshAtWallMs: number | undefined;
   fetchCount: number;

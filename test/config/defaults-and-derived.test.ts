@@ -53,6 +53,7 @@ describe("defaults", () => {
             extraHeaders: {},
             tls,
             allowInsecureHttp: false,
+            acceptTokenTypes: ["Bearer"],
           },
           tokenPolicy: {
             defaultExpiresInMs: 600_000,

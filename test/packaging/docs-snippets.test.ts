@@ -26,7 +26,13 @@ import {
 
 const CONFIG_MARKER = "# bearer-proxy config";
 const VALUES_MARKER = "# helm values";
-const GUIDES = ["kubernetes-sidecar.md", "egress-gateway.md", "legacy-tools.md", "docker.md"];
+const GUIDES = [
+  "kubernetes-sidecar.md",
+  "egress-gateway.md",
+  "legacy-tools.md",
+  "docker.md",
+  "identity-providers.md",
+];
 
 interface CodeBlock {
   lang: string;

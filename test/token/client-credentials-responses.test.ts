@@ -83,7 +83,18 @@ describe("malformed 200 responses are BP_ERR_TOKEN_RESPONSE_INVALID", () => {
       { "content-type": "text/html" },
       /content type text\/html/,
     ],
-    ["no content type", tokenBody(), {}, /content type \(none\)/],
+    [
+      "no content type and a body that is neither JSON nor form fields",
+      "hello",
+      {},
+      /no content type and a body that is neither JSON nor form fields/,
+    ],
+    [
+      "a form body naming access_token twice",
+      "access_token=a&access_token=b&token_type=Bearer",
+      { "content-type": "application/x-www-form-urlencoded" },
+      /names access_token more than once/,
+    ],
     ["JSON that does not parse", "{access_token:", undefined, /not a JSON object/],
     ["a JSON array", "[]", undefined, /not a JSON object/],
     [
@@ -114,11 +125,25 @@ describe("malformed 200 responses are BP_ERR_TOKEN_RESPONSE_INVALID", () => {
     ],
     ["token_type mac", tokenBody({ token_type: "mac" }), undefined, /token_type is "mac"/],
     [
-      "token_type missing",
-      tokenBody({ token_type: undefined }),
+      "token_type DPoP",
+      tokenBody({ token_type: "DPoP" }),
       undefined,
-      /token_type is missing/,
+      /token_type is "DPoP", which bearer-proxy cannot use: .*RFC 9449/,
     ],
+    [
+      "token_type N_A",
+      tokenBody({ token_type: "N_A" }),
+      undefined,
+      /token_type is "N_A", which bearer-proxy cannot use/,
+    ],
+    [
+      "token_type BearerToken not listed",
+      tokenBody({ token_type: "BearerToken" }),
+      undefined,
+      /token_type is "BearerToken", expected "Bearer"; .*add "BearerToken" to token.acceptTokenTypes/,
+    ],
+    ["token_type null", tokenBody({ token_type: null }), undefined, /token_type is null/],
+    ["non-ASCII in the token", tokenBody({ access_token: "eyJé" }), undefined, /RFC 6750/],
     ["expires_in 0", tokenBody({ expires_in: 0 }), undefined, /expires_in is the number 0/],
     [
       "expires_in negative",
@@ -126,10 +151,37 @@ describe("malformed 200 responses are BP_ERR_TOKEN_RESPONSE_INVALID", () => {
       undefined,
       /expires_in is the number -5/,
     ],
-    ["expires_in a string", tokenBody({ expires_in: "599" }), undefined, /expires_in is a string/],
+    [
+      "expires_in a string that is not a number",
+      tokenBody({ expires_in: "599s" }),
+      undefined,
+      /expires_in is a string that is not a number of seconds/,
+    ],
+    [
+      "expires_in a negative string",
+      tokenBody({ expires_in: "-5" }),
+      undefined,
+      /expires_in is a string that is not a number/,
+    ],
+    [
+      "expires_in the string 0",
+      tokenBody({ expires_in: "0" }),
+      undefined,
+      /expires_in is the string "0"/,
+    ],
+    [
+      "expires_in too big to be a number",
+      '{"access_token":"a","token_type":"Bearer","expires_in":1e999}',
+      undefined,
+      /expires_in is not a finite number/,
+    ],
     ["expires_in null", tokenBody({ expires_in: null }), undefined, /expires_in is null/],
-    ["expires_in fractional", tokenBody({ expires_in: 1.5 }), undefined, /not an integer/],
-    ["scope an array", tokenBody({ scope: ["a"] }), undefined, /scope is an array/],
+    [
+      "expires_in below one second",
+      tokenBody({ expires_in: 0.5 }),
+      undefined,
+      /expires_in is the number 0.500/,
+    ],
   ];
   for (const [name, body, headers, pattern] of cases) {
     it(name, async () => {
@@ -168,6 +220,7 @@ describe("error responses", () => {
       status: 401,
       idpError: "invalid_client",
       idpErrorDescription: "Client authentication failed",
+      hint: "the token endpoint rejected the client credentials: check clientId/clientSecret",
     });
     expect(error.retryAfterSeconds).toBeUndefined();
   });

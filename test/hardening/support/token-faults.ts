@@ -95,7 +95,11 @@ export const COLD_CASES: ColdCase[] = [
     message: /token_type/,
   },
   { name: "token_type mac", fault: tokenWith({ token_type: "mac" }), message: /token_type/ },
-  { name: "scope a number", fault: tokenWith({ scope: 7 }), message: /scope/ },
+  {
+    name: "token_type DPoP (never sent as Bearer)",
+    fault: tokenWith({ token_type: "DPoP" }),
+    message: /token_type is "DPoP", which bearer-proxy cannot use/,
+  },
   {
     name: "expires_in zero",
     fault: tokenWith({ expires_in: 0 }),
@@ -107,14 +111,14 @@ export const COLD_CASES: ColdCase[] = [
     message: /expires_in is the number -60/,
   },
   {
-    name: "expires_in a string",
-    fault: tokenWith({ expires_in: "599" }),
-    message: /expires_in is a string/,
+    name: "expires_in a string that is not a number",
+    fault: tokenWith({ expires_in: "soon" }),
+    message: /expires_in is a string that is not a number/,
   },
   {
-    name: "expires_in a fraction",
-    fault: tokenWith({ expires_in: 1.5 }),
-    message: /expires_in is not an integer/,
+    name: "expires_in a fraction below one second",
+    fault: tokenWith({ expires_in: 0.5 }),
+    message: /expires_in is the number 0.500/,
   },
   {
     name: "CR/LF in access_token",
@@ -134,6 +138,11 @@ export const COLD_CASES: ColdCase[] = [
   {
     name: "a tab in access_token",
     fault: tokenWith({ access_token: `abc\t${MARK}` }),
+    message: /RFC 6750/,
+  },
+  {
+    name: "non-ASCII in access_token",
+    fault: tokenWith({ access_token: `abc\u00e9${MARK}` }),
     message: /RFC 6750/,
   },
   {

@@ -1,0 +1,73 @@
+/**
+ * AD FS 2016+ (`/adfs/oauth2/token`). Documented: form body; client_secret_post or
+ * client_secret_basic; `resource` (the relying party identifier) required; lowercase
+ * `"token_type": "bearer"` and `expires_in` as a string; MSIS-coded RFC 6749 errors.
+ */
+import {
+  authenticate,
+  type IdpProfile,
+  isClientCredentialsForm,
+  json,
+  jwtLike,
+} from "../support/idp-kit.js";
+
+const TOKEN = jwtLike("adfs");
+
+export const adfs: IdpProfile = {
+  provider: "AD FS (2016 and later)",
+  tokenPath: "/adfs/oauth2/token",
+  client: { id: "b8a1f2e3-adfs-4c5d-9e0f-112233445566", secret: "AdfsGenerated_Secret-7Kq9" },
+  settings: { tokenParams: { resource: "urn:contoso:files-api" } },
+  handle(request) {
+    if (!isClientCredentialsForm(request)) {
+      return json(400, {
+        error: "invalid_request",
+        error_description:
+          "MSIS9611: The authorization server received invalid client credentials.",
+      });
+    }
+    if (request.fields.get("resource") === undefined) {
+      return json(400, {
+        error: "invalid_resource",
+        error_description: "MSIS9602: The received 'resource' parameter is not a valid URI.",
+      });
+    }
+    const outcome = authenticate(this, request, { methods: ["post", "basic"] });
+    if (outcome !== "ok") {
+      return json(401, {
+        error: "invalid_client",
+        error_description:
+          "MSIS9623: The OAuth client is not authorized to access the token endpoint, or its credentials are invalid.",
+      });
+    }
+    return json(200, { access_token: TOKEN, token_type: "bearer", expires_in: "3600" });
+  },
+  cases: [
+    {
+      name: "client_secret_post: lowercase bearer and a string expires_in",
+      expectToken: { accessToken: TOKEN, expiresInSeconds: 3600 },
+    },
+    {
+      name: "client_secret_basic",
+      settings: { clientAuth: "basic" },
+      expectToken: { accessToken: TOKEN, expiresInSeconds: 3600 },
+    },
+    {
+      name: "no resource: MSIS9602 (a non-RFC error code, so an excerpt comes with it)",
+      settings: { tokenParams: {} },
+      expectError: {
+        code: "BP_ERR_TOKEN_HTTP",
+        message: /answered 400 \(invalid_resource: MSIS9602/,
+        bodyExcerpt: /^\{"error":"invalid_resource","error_description":"MSIS9602/,
+      },
+    },
+    {
+      name: "a wrong secret",
+      settings: { clientSecret: "not-the-secret" },
+      expectError: {
+        code: "BP_ERR_TOKEN_REJECTED",
+        message: /answered 401 \(invalid_client: MSIS9623/,
+      },
+    },
+  ],
+};
