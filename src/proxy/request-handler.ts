@@ -48,7 +48,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   let inFlight = 0;
   let closing = false;
 
-  const pipeline = createPipelineQueue(handle);
+  const pipeline = createPipelineQueue(handle, deps.limits.maxPipelinedRequests);
   const context: AnswerContext = {
     recordRequest: createRequestRecorder(deps.metrics, deps.accessLog),
     closingAll: () => closing || lifecycle.phase === "draining",
