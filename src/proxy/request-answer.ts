@@ -27,7 +27,7 @@ export interface AnswerContext {
   /** True once every response must carry `Connection: close` (closing, draining). */
   closingAll(): boolean;
   /** Called exactly once per request, when it is finished (answered, failed or abandoned). */
-  onFinished(req: IncomingMessage): void;
+  onFinished(answer: RequestAnswer): void;
 }
 
 type FinishOutcome = Omit<ExchangeOutcome, "bytesOut"> & { bytesOut?: number };
@@ -43,6 +43,8 @@ export class RequestAnswer {
   /** Request body bytes received so far. */
   bytesIn: () => number = noBytes;
   finished = false;
+  /** Counted in the process load (limits.maxInFlight); false when refused as overloaded. */
+  admitted = false;
   /** Set while waiting for a token or body; aborted when the client hangs up. */
   abortWait: AbortController | undefined;
   /** Set while an exchange runs: it answers the hang-up (and finishes) itself. */
@@ -77,7 +79,7 @@ export class RequestAnswer {
   finish(outcome: FinishOutcome): void {
     if (this.finished) return;
     this.finished = true;
-    this.ctx.onFinished(this.req);
+    this.ctx.onFinished(this);
     this.ctx.recordRequest({
       upstream: this.upstreamName,
       routed: this.routed,

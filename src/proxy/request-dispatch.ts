@@ -5,14 +5,23 @@
  */
 import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
+import type { LimitsConfig } from "../config/types.js";
+import type { ProxyErrorCode } from "../errors.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
 import { startExchange } from "./forward.js";
 import { mapUpstreamError } from "./proxy-errors.js";
 import type { RequestAnswer } from "./request-answer.js";
-import { ClientBodyError, readBodyToBuffer, streamBody } from "./request-body.js";
+import {
+  type BodyReadLimits,
+  ClientBodyError,
+  type ClientBodyFailure,
+  readBodyToBuffer,
+  streamBody,
+} from "./request-body.js";
 import type { ForwardPlan } from "./request-plan.js";
 
 export interface DispatchDeps {
+  limits: LimitsConfig;
   /** Called per request (cheap lookups expected): the registry may evict idle sources. */
   tokenFor(upstreamName: string): TokenProvider;
   dispatcherFor(upstreamName: string): Dispatcher;
@@ -54,13 +63,21 @@ async function waitThenExchange(
     }
     if (answer.finished) return;
     let body: Buffer | Readable | null = null;
+    const limits: BodyReadLimits = {
+      idleMs: upstream.timeouts.bodyIdleMs,
+      minRate: {
+        bytesPerSecond: deps.limits.minRequestBodyRate,
+        graceMs: deps.limits.minDataRateGraceMs,
+      },
+      maxBytes: plan.maxBodyBytes,
+    };
     if (plan.body.kind === "buffer") {
-      const buffered = await readBodyToBuffer(req, plan.body.length, upstream.timeouts.bodyIdleMs);
+      const buffered = await readBodyToBuffer(req, plan.body.length, limits);
       answer.bytesIn = () => buffered.length;
       body = buffered;
     } else if (plan.body.kind === "stream") {
-      const streamed = streamBody(req, upstream.timeouts.bodyIdleMs, (err) => {
-        if (err.reason === "timeout") uploadStalled(answer);
+      const streamed = streamBody(req, limits, (err) => {
+        if (err.reason !== "aborted") uploadFailed(answer, err);
       });
       answer.bytesIn = streamed.bytesRead;
       body = streamed.stream;
@@ -70,8 +87,8 @@ async function waitThenExchange(
   } catch (err) {
     if (answer.finished) return;
     if (err instanceof ClientBodyError) {
-      if (err.reason === "timeout") answer.fail("request_timeout", "request body stalled");
-      else answer.finishClientClosed();
+      if (err.reason === "aborted") answer.finishClientClosed();
+      else answer.fail(BODY_FAILURE_CODE[err.reason], err.message);
       return;
     }
     const mapped = mapUpstreamError(err, upstream.name);
@@ -114,6 +131,8 @@ function exchange(
     token,
     body,
     closeConnection: answer.closeConnection,
+    minResponseRate: deps.limits.minResponseRate,
+    minDataRateGraceMs: deps.limits.minDataRateGraceMs,
     onDone: (outcome) => {
       answer.abortExchange = undefined;
       answer.finish(outcome);
@@ -122,13 +141,23 @@ function exchange(
   if (!answer.finished) answer.abortExchange = () => running.abortFromClient();
 }
 
-/** A streamed upload stalled: answer 408 if we still can, and stop the upstream request. */
-function uploadStalled(answer: RequestAnswer): void {
-  if (answer.finished) return;
+/** What the client is told when its body fails a limit. */
+const BODY_FAILURE_CODE = {
+  timeout: "request_timeout",
+  too_slow: "request_timeout",
+  too_large: "payload_too_large",
+} as const satisfies Record<Exclude<ClientBodyFailure, "aborted">, ProxyErrorCode>;
+
+/**
+ * A streamed upload stalled, was too slow or too large: answer (408/413) if nothing was
+ * answered yet, else cut the client connection; either way the upstream request is aborted.
+ */
+function uploadFailed(answer: RequestAnswer, err: ClientBodyError): void {
+  if (answer.finished || err.reason === "aborted") return;
   if (!answer.res.headersSent) {
     const abort = answer.abortExchange;
     answer.abortExchange = undefined;
-    answer.fail("request_timeout", "request body stalled");
+    answer.fail(BODY_FAILURE_CODE[err.reason], err.message);
     abort?.();
   } else {
     answer.res.destroy();

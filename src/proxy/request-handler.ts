@@ -52,15 +52,23 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const context: AnswerContext = {
     recordRequest: createRequestRecorder(deps.metrics, deps.accessLog),
     closingAll: () => closing || lifecycle.phase === "draining",
-    onFinished(req) {
+    onFinished(answer) {
       inFlight--;
-      pipeline.next(req);
+      if (answer.admitted) lifecycle.load.leave();
+      pipeline.next(answer.req);
     },
   };
 
   function handle(req: IncomingMessage, res: ServerResponse): void {
     const answer = new RequestAnswer(req, res, context);
     inFlight++;
+    answer.admitted = lifecycle.load.tryEnter(deps.limits.maxInFlight);
+    if (!answer.admitted) {
+      answer.fail("overloaded", "the proxy is handling limits.maxInFlight requests already", {
+        retryAfterSeconds: 1,
+      });
+      return;
+    }
     try {
       const plan = planner.plan(req);
       answer.pathname = plan.pathname;

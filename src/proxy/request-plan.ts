@@ -28,6 +28,8 @@ export interface ForwardPlan {
   headers: string[];
   authorizationIndex: number;
   body: BodyPlan;
+  /** Largest body this request may send (0: none); chunked bodies are counted as they come. */
+  maxBodyBytes: number;
 }
 
 /** A request the proxy answers itself. */
@@ -48,6 +50,9 @@ export type RequestPlan = ForwardPlan | RejectPlan;
 export interface RequestPlanner {
   plan(req: IncomingMessage): RequestPlan;
 }
+
+/** RFC 9110 §10.1.1: the only expectation defined. */
+const CONTINUE = /^100-continue$/i;
 
 export function createRequestPlanner(
   limits: LimitsConfig,
@@ -72,6 +77,18 @@ export function createRequestPlanner(
         close: true,
         route: undefined,
         pathname: "",
+      };
+    }
+    const expectation = req.headers.expect;
+    if (expectation !== undefined && !CONTINUE.test(expectation)) {
+      // Node answers a bare 417 itself unless 'checkExpectation' is handled (proxy-server.ts).
+      return {
+        kind: "reject",
+        code: "expectation_failed",
+        message: "only Expect: 100-continue is supported",
+        close: false,
+        route: undefined,
+        pathname: guard.pathname,
       };
     }
     const upstream = router.route(guard.authority, guard.pathname);
@@ -101,6 +118,19 @@ export function createRequestPlanner(
         pathname: guard.pathname,
       };
     }
+    const body = planBody(req, upstream.replayBodyLimitBytes);
+    const maxBodyBytes = upstream.maxRequestBodySizeBytes ?? limits.maxRequestBodySizeBytes;
+    if (maxBodyBytes > 0 && body.kind !== "none" && (body.length ?? 0) > maxBodyBytes) {
+      // Refused before a byte of it is read; the connection closes rather than drain it.
+      return {
+        kind: "reject",
+        code: "payload_too_large",
+        message: `request body of ${body.length} bytes is over the limit of ${maxBodyBytes} bytes`,
+        close: true,
+        route,
+        pathname: guard.pathname,
+      };
+    }
     return {
       kind: "forward",
       route,
@@ -108,7 +138,8 @@ export function createRequestPlanner(
       path: upstreamPath(upstream, guard.pathAndQuery),
       headers: injected.headers,
       authorizationIndex: injected.authorizationIndex,
-      body: planBody(req, upstream.replayBodyLimitBytes),
+      body,
+      maxBodyBytes,
     };
   }
 
