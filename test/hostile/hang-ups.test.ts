@@ -18,8 +18,9 @@ import {
 
 let world: HostileWorld;
 beforeAll(async () => {
-  // One pooled connection, so a second request has to wait in the pool's queue.
-  world = await startHostileWorld({ upstream: { connections: 1 } });
+  // Two pooled connections (with one, undici uses a bare Client, which has no pool queue): two
+  // slow requests take both, so a third has to wait in the pool's queue.
+  world = await startHostileWorld({ upstream: { connections: 2 } });
 }, 60_000);
 afterAll(() => world?.close());
 
@@ -45,7 +46,7 @@ describe("client hang-ups", () => {
   });
 
   it("while queued for a pooled connection, with a streamed upload", async () => {
-    const holder = request(`http://127.0.0.1:${world.port}/slow-headers/1500`);
+    const holders = [0, 1].map(() => request(`http://127.0.0.1:${world.port}/slow-headers/1500`));
     await sleep(300);
     const socket = await open();
     socket.write(`${head("POST", "/echo/queued", "Transfer-Encoding: chunked\r\n")}5\r\nhello\r\n`);
@@ -53,7 +54,7 @@ describe("client hang-ups", () => {
     socket.destroy();
     await sleep(300);
     expect(await stillAlive(world)).toEqual({ pid: world.pid, live: true });
-    await (await holder).body.dump();
+    for (const held of await Promise.all(holders)) await held.body.dump();
     await sleep(300);
     // The abandoned request was dropped when the connection came free, not sent.
     expect(world.upstream.requests.some((r) => r.url === "/echo/queued")).toBe(false);
