@@ -57,7 +57,10 @@ describe("pipelined requests cut at any byte", () => {
           const encoded = specs.map((spec, i) => encode(spec, `${prefix}${i}`));
           const ends: number[] = [];
           let total = 0;
-          for (const part of encoded) ends.push((total += part.length));
+          for (const part of encoded) {
+            total += part.length;
+            ends.push(total);
+          }
           const cut = Math.floor(cutAt * total);
           const socket = connect(world.port, "127.0.0.1");
           socket.on("error", () => {});
