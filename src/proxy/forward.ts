@@ -404,12 +404,15 @@ export class Exchange implements Dispatcher.DispatchHandler {
 }
 
 /**
- * True when requests wait in the pool's queue for `origin` (every pooled connection busy), or
- * when the dispatcher doesn't tell (a ProxyAgent). A request not queued there has been given a
- * connection, possibly one still connecting (undici pool-base.js `[kDispatch]`).
+ * True when the request waits behind busy connections: requests sit in the pool's queue for
+ * `origin` (undici pool-base.js `[kDispatch]`), or, for a single-connection Client, behind the
+ * one running on a connected socket. False while a connection is still being opened (left to
+ * `timeouts.connect`). A dispatcher without stats (a ProxyAgent) counts as waiting.
  */
 function isQueued(dispatcher: Dispatcher, origin: string): boolean {
-  const stats = (dispatcher as { stats?: Record<string, { queued?: number } | undefined> }).stats;
-  const queued = stats?.[origin]?.queued;
-  return queued === undefined || queued > 0;
+  type Stats = { queued?: number; pending?: number; connected?: number | boolean };
+  const stats = (dispatcher as { stats?: Record<string, Stats | undefined> }).stats?.[origin];
+  if (stats === undefined) return true;
+  if (stats.queued !== undefined) return stats.queued > 0;
+  return Boolean(stats.connected) && (stats.pending ?? 0) > 0;
 }

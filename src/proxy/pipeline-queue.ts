@@ -95,7 +95,9 @@ export function createPipelineQueue(
         }
         if (c.pausedByUs && queued(c) < maxPipelinedRequests) {
           c.pausedByUs = false;
-          c.socket.resume();
+          // Node pauses a socket itself while responses can't be written (`_paused`, resumed
+          // on its 'drain'): leave that to Node.
+          if (!(c.socket as Socket & { _paused?: boolean })._paused) c.socket.resume();
         }
         // A queued request whose client is gone: nothing to answer.
         if (c.closed || c.socket.destroyed) continue;

@@ -62,6 +62,10 @@ describe("pipelined floods on one connection", () => {
     await sleep(500);
     expect(await stillAlive(world)).toEqual({ pid: world.pid, live: true });
     expect(failures).toBe(0);
+    const growthMiB = (world.rssBytes() - rssBefore) / 2 ** 20;
+    console.log(
+      `20,000 pipelined GETs (slow upstream) then a hang-up: RSS +${growthMiB.toFixed(1)} MiB`,
+    );
     expect(world.rssBytes() - rssBefore).toBeLessThan(RSS_GROWTH_LIMIT_BYTES);
     // Sequential forwarding at ~100 ms each: the flood never reached the upstream in bulk.
     expect(world.upstream.requests.length).toBeLessThan(50);
