@@ -20,6 +20,8 @@ export const PROXY_ERROR_STATUS = {
   request_timeout: 408,
   payload_too_large: 413,
   uri_too_long: 414,
+  /** An `Expect` other than `100-continue` (RFC 9110 §10.1.1). */
+  expectation_failed: 417,
   header_fields_too_large: 431,
   not_implemented: 501,
   upstream_unreachable: 502,
@@ -31,6 +33,10 @@ export const PROXY_ERROR_STATUS = {
   token_rejected: 502,
   token_unavailable: 503,
   shutting_down: 503,
+  /** No pooled upstream connection came free within `timeouts.queue`. */
+  upstream_busy: 503,
+  /** The process is handling `limits.maxInFlight` requests already. */
+  overloaded: 503,
   upstream_timeout: 504,
   internal_error: 500,
 } as const;

@@ -1,13 +1,19 @@
 /**
  * The process's lifecycle state, shared by the proxy listener (refuses nothing while draining,
- * but adds `Connection: close`) and admin routes (/readyz fails from the first signal on).
+ * but adds `Connection: close`) and admin routes (/readyz fails from the first signal on), and
+ * the process-wide request load every listener counts into (/readyz fails on sustained
+ * overload; see proxy/overload.ts).
  */
+import { createProcessLoad, type ProcessLoad } from "./proxy/overload.js";
+
 export type LifecyclePhase = "starting" | "running" | "draining" | "stopped";
 
 export interface Lifecycle {
   readonly phase: LifecyclePhase;
   /** True once every eagerly fetched upstream had a token at least once (for /startup). */
   readonly started: boolean;
+  /** Requests in flight over every proxy listener, and refusals over `limits.maxInFlight`. */
+  readonly load: ProcessLoad;
   markStarted(): void;
   markRunning(): void;
   markDraining(): void;
@@ -18,7 +24,9 @@ export interface Lifecycle {
 export function createLifecycle(): Lifecycle {
   let phase: LifecyclePhase = "starting";
   let started = false;
+  const load = createProcessLoad();
   return {
+    load,
     get phase() {
       return phase;
     },

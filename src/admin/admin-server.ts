@@ -80,6 +80,7 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
   const readiness = (statuses = snapshot()): Readiness =>
     evaluateReadiness({
       phase: deps.lifecycle.phase,
+      overloaded: deps.lifecycle.load.overloadedFor(deps.config.limits.sustainedOverloadMs),
       upstreams: statuses.map(({ config, status }) => ({
         name: config.name,
         prefetch: config.tokenPolicy.prefetch,

@@ -21,13 +21,18 @@ export interface Readiness {
   ready: boolean;
   statusCode: 200 | 503;
   body:
-    | { status: "ready" | "not_ready" | "starting"; upstreams: UpstreamReadiness[] }
+    | {
+        status: "ready" | "not_ready" | "starting" | "overloaded";
+        upstreams: UpstreamReadiness[];
+      }
     | { status: "draining" | "stopped" };
 }
 
 export interface ReadinessInput {
   phase: LifecyclePhase;
   upstreams: readonly { name: string; prefetch: boolean; status: TokenStatus }[];
+  /** Requests have been refused over limits.maxInFlight for limits.sustainedOverload. */
+  overloaded?: boolean | undefined;
 }
 
 /** Decide readiness from the lifecycle phase and each upstream's token status. */
@@ -38,6 +43,10 @@ export function evaluateReadiness(input: ReadinessInput): Readiness {
   const upstreams = input.upstreams.map((u) => assessUpstream(u.name, u.prefetch, u.status));
   if (input.phase === "starting") {
     return { ready: false, statusCode: 503, body: { status: "starting", upstreams } };
+  }
+  if (input.overloaded) {
+    // Shed load to other replicas until this one keeps up again (proxy/overload.ts).
+    return { ready: false, statusCode: 503, body: { status: "overloaded", upstreams } };
   }
   const ready = upstreams.every((u) => u.ready);
   return {

@@ -30,6 +30,13 @@ export const DEFAULTS = {
     headersTimeout: "10s",
     keepAliveTimeout: "5s",
     maxConnections: 10_000,
+    maxPipelinedRequests: 16,
+    maxRequestBodySize: "1GiB",
+    minRequestBodyRate: 240,
+    minResponseRate: 240,
+    minDataRateGrace: "5s",
+    maxInFlight: 4096,
+    sustainedOverload: "10s",
   },
   shutdown: { drainDelay: "5s", timeout: "30s" },
   tokenCache: {
@@ -51,7 +58,13 @@ export const DEFAULTS = {
     replayBodyLimit: "1MiB",
     connections: 128,
     maxResponseHeaderSize: "64KiB",
-    timeouts: { connect: "10s", responseHeaders: "30s", bodyIdle: "60s", idleConnection: "4s" },
+    timeouts: {
+      connect: "10s",
+      responseHeaders: "30s",
+      bodyIdle: "60s",
+      idleConnection: "4s",
+      queue: "5s",
+    },
     token: {
       defaultExpiresIn: "600s",
       refreshWindow: [0.75, 0.85] as const,
@@ -113,6 +126,15 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
       headersTimeoutMs: parseDurationMs(limits.headersTimeout ?? D.limits.headersTimeout),
       keepAliveTimeoutMs: parseDurationMs(limits.keepAliveTimeout ?? D.limits.keepAliveTimeout),
       maxConnections: limits.maxConnections ?? D.limits.maxConnections,
+      maxPipelinedRequests: limits.maxPipelinedRequests ?? D.limits.maxPipelinedRequests,
+      maxRequestBodySizeBytes: parseByteSize(
+        limits.maxRequestBodySize ?? D.limits.maxRequestBodySize,
+      ),
+      minRequestBodyRate: limits.minRequestBodyRate ?? D.limits.minRequestBodyRate,
+      minResponseRate: limits.minResponseRate ?? D.limits.minResponseRate,
+      minDataRateGraceMs: parseDurationMs(limits.minDataRateGrace ?? D.limits.minDataRateGrace),
+      maxInFlight: limits.maxInFlight ?? D.limits.maxInFlight,
+      sustainedOverloadMs: parseDurationMs(limits.sustainedOverload ?? D.limits.sustainedOverload),
     },
     shutdown: {
       drainDelayMs: parseDurationMs(shutdown.drainDelay ?? D.shutdown.drainDelay),
@@ -205,7 +227,10 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
       responseHeadersMs: parseDurationMs(timeouts.responseHeaders ?? D.timeouts.responseHeaders),
       bodyIdleMs: parseDurationMs(timeouts.bodyIdle ?? D.timeouts.bodyIdle),
       idleConnectionMs: parseDurationMs(timeouts.idleConnection ?? D.timeouts.idleConnection),
+      queueMs: parseDurationMs(timeouts.queue ?? D.timeouts.queue),
     },
+    maxRequestBodySizeBytes:
+      u.maxRequestBodySize === undefined ? undefined : parseByteSize(u.maxRequestBodySize),
   };
 }
 

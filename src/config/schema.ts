@@ -124,6 +124,8 @@ export const Timeouts = T.Object(
      * does not announce its own limit (`Keep-Alive: timeout=N` always wins). Default "4s".
      */
     idleConnection: T.Optional(Duration),
+    /** Longest wait for a free pooled connection to the upstream; beyond: 503. Default "5s". */
+    queue: T.Optional(Duration),
   },
   { additionalProperties: false },
 );
@@ -182,6 +184,8 @@ export const Upstream = T.Object(
     ),
     /** Largest request body kept so the request can be replayed after an upstream 401. Default "1MiB". */
     replayBodyLimit: T.Optional(ByteSize),
+    /** Largest request body for this upstream; 0 for none. Default `limits.maxRequestBodySize`. */
+    maxRequestBodySize: T.Optional(ByteSize),
     /** Keep-alive connections per upstream origin. Default 128. */
     connections: T.Optional(T.Integer({ minimum: 1, maximum: 65535 })),
     /**
@@ -210,6 +214,30 @@ export const Limits = T.Object(
     keepAliveTimeout: T.Optional(Duration),
     /** Most concurrent client connections; beyond it new ones are refused. Default 10000. */
     maxConnections: T.Optional(T.Integer({ minimum: 1 })),
+    /**
+     * Requests queued behind the one in flight on one connection (HTTP/1.1 pipelining); beyond
+     * it the connection is not read until the queue shrinks (backpressure). Default 16.
+     */
+    maxPipelinedRequests: T.Optional(T.Integer({ minimum: 1, maximum: 10_000 })),
+    /** Largest request body; 0 for none. Default "1GiB"; beyond: 413. */
+    maxRequestBodySize: T.Optional(ByteSize),
+    /**
+     * Slowest request body upload, in bytes per second (averaged, after `minDataRateGrace`);
+     * 0 disables. Default 240; slower: 408, or the connection is closed once answered.
+     */
+    minRequestBodyRate: T.Optional(T.Integer({ minimum: 0 })),
+    /**
+     * Slowest a client may read a response, in bytes per second: when its buffer is full it
+     * must take it within max(`minDataRateGrace`, buffered bytes / rate); 0 disables.
+     * Default 240; slower: the connection is closed and the upstream request aborted.
+     */
+    minResponseRate: T.Optional(T.Integer({ minimum: 0 })),
+    /** Time before the minimum data rates apply. Default "5s". */
+    minDataRateGrace: T.Optional(Duration),
+    /** Most requests handled at once by the process; 0 for none. Default 4096; beyond: 503. */
+    maxInFlight: T.Optional(T.Integer({ minimum: 0 })),
+    /** /readyz fails once requests have been refused over `maxInFlight` this long. Default "10s". */
+    sustainedOverload: T.Optional(Duration),
   },
   { additionalProperties: false },
 );

@@ -82,7 +82,11 @@ export interface UpstreamConfig {
     responseHeadersMs: number;
     bodyIdleMs: number;
     idleConnectionMs: number;
+    /** Longest wait for a free pooled connection (then 503 upstream_busy). */
+    queueMs: number;
   };
+  /** Largest request body for this upstream (0: none); undefined: `limits.maxRequestBodySizeBytes`. */
+  maxRequestBodySizeBytes: number | undefined;
 }
 
 export interface LimitsConfig {
@@ -92,6 +96,19 @@ export interface LimitsConfig {
   headersTimeoutMs: number;
   keepAliveTimeoutMs: number;
   maxConnections: number;
+  /** Requests queued behind the one in flight per connection before reading stops. */
+  maxPipelinedRequests: number;
+  /** Largest request body (0: none). */
+  maxRequestBodySizeBytes: number;
+  /** Bytes per second (0: off). */
+  minRequestBodyRate: number;
+  /** Bytes per second (0: off). */
+  minResponseRate: number;
+  minDataRateGraceMs: number;
+  /** Requests handled at once by the process (0: no limit). */
+  maxInFlight: number;
+  /** Refusing over maxInFlight this long makes /readyz fail. */
+  sustainedOverloadMs: number;
 }
 
 export interface RedisCacheConfig {

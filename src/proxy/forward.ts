@@ -42,7 +42,8 @@ export interface ExchangeOutcome {
   replayed: boolean;
   /** Response body bytes relayed to the client. */
   bytesOut: number;
-  errorCode: ProxyErrorCode | "client_closed" | undefined;
+  /** `client_too_slow`: the client read slower than `limits.minResponseRate` (connection cut). */
+  errorCode: ProxyErrorCode | "client_closed" | "client_too_slow" | undefined;
   /** The original failure behind errorCode, for a debug log. */
   cause: unknown;
 }
@@ -71,6 +72,9 @@ export interface ExchangeOptions {
   body: Buffer | Readable | null;
   /** Add `Connection: close` to the client response (draining, or unread client body). */
   closeConnection: () => boolean;
+  /** Slowest the client may read (bytes/s, 0: off) once its buffer is full; see waitForDrain. */
+  minResponseRate: number;
+  minDataRateGraceMs: number;
   onDone: (outcome: ExchangeOutcome) => void;
 }
 
@@ -108,6 +112,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private held: Held401 | undefined;
   private responseStarted = false;
   private bytesOut = 0;
+  /** Runs from dispatch until undici hands the request a connection (onConnect). */
+  private queueTimer: NodeJS.Timeout | undefined;
+  /** Set when the client must take its full buffer before this fires (minResponseRate). */
+  private drainTimer: NodeJS.Timeout | undefined;
 
   constructor(options: ExchangeOptions) {
     this.o = options;
@@ -124,6 +132,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.resumeUpstream = undefined;
     this.held = undefined;
     this.responseStarted = false;
+    this.startQueueTimer(dispatcher);
     try {
       dispatcher.dispatch(
         {
@@ -155,8 +164,31 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onConnect(abort: (err?: Error) => void): void {
+    clearTimeout(this.queueTimer);
+    // Finished before undici wrote anything (client gone, queue deadline): throwing makes undici
+    // drop the request and keep the pooled connection (client-h1 writeH1 catches it and calls
+    // errorRequest); `abort` would destroy that connection.
+    if (this.finished) throw new Error("request abandoned before it was sent");
     this.abortUpstream = abort;
-    if (this.clientGone) abort(new Error("client closed the connection"));
+  }
+
+  /**
+   * undici keeps a request with no free pooled connection in the pool's queue, with no deadline
+   * (its timeouts start once the request is written). `timeouts.queue` bounds that wait; a
+   * request waiting for a connection being opened is left to `timeouts.connect`.
+   */
+  private startQueueTimer(dispatcher: Dispatcher): void {
+    clearTimeout(this.queueTimer);
+    const { upstream } = this.o;
+    this.queueTimer = setTimeout(() => {
+      if (this.finished || this.abortUpstream || !isQueued(dispatcher, upstream.origin)) return;
+      this.fail({
+        code: "upstream_busy",
+        message: `no connection to upstream ${upstream.name} came free within timeouts.queue`,
+        retryAfterSeconds: 1,
+        cause: undefined,
+      });
+    }, upstream.timeouts.queueMs);
   }
 
   /** Returns false to pause the upstream until `resume` (undici's backpressure contract). */
@@ -202,10 +234,35 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private waitForDrain(): void {
     if (this.waitingForDrain) return;
     this.waitingForDrain = true;
-    this.o.res.once("drain", () => {
+    const { res, minResponseRate, minDataRateGraceMs } = this.o;
+    if (minResponseRate > 0) {
+      // Kestrel's MinResponseDataRate: the buffered bytes must go within their time at the
+      // minimum rate (at least the grace). undici's body timeout doesn't run while paused, so
+      // without this a client that stops reading holds the upstream connection forever.
+      const deadlineMs = Math.max(
+        minDataRateGraceMs,
+        (res.writableLength / minResponseRate) * 1000,
+      );
+      this.drainTimer = setTimeout(() => this.clientTooSlow(), deadlineMs);
+    }
+    res.once("drain", () => {
+      clearTimeout(this.drainTimer);
       this.waitingForDrain = false;
       this.resumeUpstream?.();
     });
+  }
+
+  /** The client reads slower than limits.minResponseRate: cut it off and free the upstream. */
+  private clientTooSlow(): void {
+    if (this.finished) return;
+    this.clientGone = true;
+    this.done({
+      status: this.o.res.statusCode,
+      errorCode: "client_too_slow",
+      cause: undefined,
+    });
+    this.abortUpstream?.(new Error("client reads too slowly"));
+    this.o.res.destroy();
   }
 
   onComplete(trailers: string[] | null): void {
@@ -222,6 +279,11 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   onError(err: Error): void {
     if (this.finished) return;
+    if (this.bodilessLengthMismatch(err)) {
+      this.o.res.end();
+      this.done({ status: this.o.res.statusCode, errorCode: undefined, cause: undefined });
+      return;
+    }
     const { upstream } = this.o;
     const mapped = mapUpstreamError(err, upstream.name, upstream.maxResponseHeaderSizeBytes);
     if (this.shouldRetry(mapped)) {
@@ -230,6 +292,20 @@ export class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     this.fail(mapped);
+  }
+
+  /**
+   * undici 7 raises a length mismatch for a 304 or 204 that carries Content-Length (RFC 9110
+   * §8.6 lets a 304 announce the length of the representation it stands for): the response
+   * is complete, so the client's is ended normally.
+   */
+  private bodilessLengthMismatch(err: Error): boolean {
+    const status = this.o.res.statusCode;
+    return (
+      this.responseStarted &&
+      (status === 304 || status === 204) &&
+      (err as { code?: unknown }).code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH"
+    );
   }
 
   private shouldRetry(mapped: MappedProxyError): boolean {
@@ -364,6 +440,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private done(outcome: Omit<ExchangeOutcome, "replayed" | "bytesOut">): void {
     if (this.finished) return;
     this.finished = true;
+    clearTimeout(this.queueTimer);
+    clearTimeout(this.drainTimer);
     // A literal of one fixed shape: spreading `outcome` here cost ~4% of a small GET's CPU.
     this.o.onDone({
       status: outcome.status,
@@ -373,4 +451,18 @@ export class Exchange implements Dispatcher.DispatchHandler {
       cause: outcome.cause,
     });
   }
+}
+
+/**
+ * True when the request waits behind busy connections: requests sit in the pool's queue for
+ * `origin` (undici pool-base.js `[kDispatch]`), or, for a single-connection Client, behind the
+ * one running on a connected socket. False while a connection is still being opened (left to
+ * `timeouts.connect`). A dispatcher without stats (a ProxyAgent) counts as waiting.
+ */
+function isQueued(dispatcher: Dispatcher, origin: string): boolean {
+  type Stats = { queued?: number; pending?: number; connected?: number | boolean };
+  const stats = (dispatcher as { stats?: Record<string, Stats | undefined> }).stats?.[origin];
+  if (stats === undefined) return true;
+  if (stats.queued !== undefined) return stats.queued > 0;
+  return Boolean(stats.connected) && (stats.pending ?? 0) > 0;
 }

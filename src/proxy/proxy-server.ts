@@ -113,6 +113,15 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       deps.logger.debug({ errorCode: answer.code, parserCode: err.code }, "client error");
     });
   });
+  // Without a listener Node answers an Expect other than 100-continue with a bare 417; through
+  // the handler it gets the error contract, a log line and the metric (request-plan.ts).
+  server.on("checkExpectation", handler);
+  // maxConnections: Node closes the connection before any byte is read (nothing can be
+  // answered); count it so the refusals are visible.
+  server.on("drop", () => {
+    countClientError("connection_dropped");
+    deps.logger.debug("connection dropped: limits.maxConnections reached");
+  });
   // Node hands CONNECT to this event (never to the request handler).
   server.on("connect", (_req, socket: Duplex) => {
     const rejection = connectRejection();

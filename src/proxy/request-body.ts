@@ -10,13 +10,31 @@
  */
 import type { IncomingMessage } from "node:http";
 import { PassThrough } from "node:stream";
+import { type MinDataRate, watchUploadRate } from "./data-rate.js";
 
 /** Why reading the client's body stopped early. */
+export type ClientBodyFailure = "timeout" | "aborted" | "too_slow" | "too_large";
+
+const FAILURE_MESSAGE: Record<ClientBodyFailure, string> = {
+  timeout: "request body stalled",
+  aborted: "client aborted the request body",
+  too_slow: "request body arrived slower than limits.minRequestBodyRate",
+  too_large: "request body larger than the maxRequestBodySize limit",
+};
+
 export class ClientBodyError extends Error {
-  constructor(readonly reason: "timeout" | "aborted") {
-    super(reason === "timeout" ? "request body stalled" : "client aborted the request body");
+  constructor(readonly reason: ClientBodyFailure) {
+    super(FAILURE_MESSAGE[reason]);
     this.name = "ClientBodyError";
   }
+}
+
+/** Limits on reading a body besides its idle timeout. */
+export interface BodyReadLimits {
+  idleMs: number;
+  minRate: MinDataRate;
+  /** Largest body; 0 for none (declared lengths are checked before reading). */
+  maxBytes: number;
 }
 
 /** How the request body will be sent. */
@@ -42,13 +60,19 @@ export function planBody(req: IncomingMessage, replayLimitBytes: number): BodyPl
 export function readBodyToBuffer(
   req: IncomingMessage,
   length: number,
-  idleMs: number,
+  limits: BodyReadLimits,
 ): Promise<Buffer> {
   if (length === 0) return Promise.resolve(Buffer.alloc(0));
   return new Promise((resolve, reject) => {
     const body = Buffer.allocUnsafe(length);
     let offset = 0;
-    const timer = setTimeout(() => finish(new ClientBodyError("timeout")), idleMs);
+    const timer = setTimeout(() => finish(new ClientBodyError("timeout")), limits.idleMs);
+    const rate = watchUploadRate(
+      limits.minRate,
+      () => offset,
+      () => false,
+      () => finish(new ClientBodyError("too_slow")),
+    );
     const onData = (chunk: Buffer) => {
       timer.refresh();
       chunk.copy(body, offset);
@@ -58,6 +82,7 @@ export function readBodyToBuffer(
     const onClose = () => finish(new ClientBodyError("aborted"));
     function finish(err: Error | undefined) {
       clearTimeout(timer);
+      rate.stop();
       req.off("data", onData);
       req.off("end", onEnd);
       req.off("close", onClose);
@@ -80,13 +105,22 @@ export function readBodyToBuffer(
  */
 export function streamBody(
   req: IncomingMessage,
-  idleMs: number,
+  limits: BodyReadLimits,
   onError: (err: ClientBodyError) => void,
 ): StreamedBody {
   const body = new PassThrough({ highWaterMark: 64 * 1024 });
+  // Failures are reported through `onError`; the stream's own 'error' must never go unheard:
+  // while the request waits in undici's pool queue nothing else listens (that was a crash).
+  body.on("error", ignore);
   let done = false;
   let bytesRead = 0;
-  const timer = setTimeout(onIdle, idleMs);
+  const timer = setTimeout(onIdle, limits.idleMs);
+  const rate = watchUploadRate(
+    limits.minRate,
+    () => bytesRead,
+    () => req.isPaused(),
+    () => fail(new ClientBodyError("too_slow")),
+  );
   function onIdle() {
     // Paused means the upstream side is slow to read: not the client's fault.
     if (req.isPaused()) timer.refresh();
@@ -96,6 +130,7 @@ export function streamBody(
     if (done) return;
     done = true;
     clearTimeout(timer);
+    rate.stop();
     req.unpipe(body);
     body.destroy(err);
     onError(err);
@@ -103,16 +138,19 @@ export function streamBody(
   req.on("data", (chunk: Buffer) => {
     bytesRead += chunk.length;
     timer.refresh();
+    if (limits.maxBytes > 0 && bytesRead > limits.maxBytes) fail(new ClientBodyError("too_large"));
   });
   req.once("end", () => {
     done = true;
     clearTimeout(timer);
+    rate.stop();
   });
   req.once("close", () => {
     if (!req.complete) fail(new ClientBodyError("aborted"));
   });
   body.once("close", () => {
     clearTimeout(timer);
+    rate.stop();
     // undici gave up on the body (early answer, upstream error): stop reading the client.
     if (!done) {
       done = true;
@@ -128,3 +166,5 @@ export interface StreamedBody {
   /** Bytes received from the client so far. */
   bytesRead(): number;
 }
+
+function ignore(): void {}
