@@ -175,13 +175,16 @@ export function credentialKey(upstream: UpstreamConfig): string {
     sorted(spec.extraHeaders),
     spec.format,
     spec.clientAuth,
+    // Until the key is derived from the whole spec: the client-auth settings (issue 16).
+    [spec.basicEncoding, spec.privateKeyJwt ?? null, spec.clientAssertionFile ?? null],
     spec.tls,
     spec.allowInsecureHttp,
     upstream.tokenPolicy,
   ]);
 }
 
-function sourceKey(source: SecretSource): string {
+function sourceKey(source: SecretSource | undefined): string | null {
+  if (source === undefined) return null;
   return source.kind === "file" ? `file:${source.path}` : `inline:${hashValue(source.value)}`;
 }
 
