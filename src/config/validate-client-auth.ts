@@ -10,6 +10,12 @@ import { type IssueList, type IssuePath, isObject } from "./issues.js";
 import type { AssertionAlgorithm } from "./types.js";
 
 const SECRET_METHODS = new Set(["body", "basic"]);
+const METHODS = new Set([
+  ...SECRET_METHODS,
+  "private-key-jwt",
+  "client-assertion-file",
+  "tls-client-auth",
+]);
 
 /** Settings that belong to one method only, with that method. */
 const METHOD_SETTINGS: readonly [string, string][] = [
@@ -47,7 +53,7 @@ export function checkClientAuth(
   resolve: (key: string, value: string) => string,
 ): void {
   const method = clientAuthOf(u);
-  if (method === undefined) return; // the schema reports it
+  if (method === undefined || !METHODS.has(method)) return; // the schema reports it
   if (!SECRET_METHODS.has(method)) {
     for (const key of ["clientSecret", "clientSecretFile"]) {
       if (u[key] !== undefined) {
