@@ -11,6 +11,7 @@ import {
   type ClientCredentials,
   createClientAuth,
 } from "./client-auth/index.js";
+import { withEncodingHint } from "./client-auth/rejection-hint.js";
 import { describeTokenUrl, sanitizeIdpText } from "./response-text.js";
 import { parseTokenResponse, type TokenResponse } from "./token-response.js";
 
@@ -91,7 +92,7 @@ export async function requestToken(
       wallNow,
     });
   } catch (error) {
-    if (error instanceof BearerProxyError) throw error;
+    if (error instanceof BearerProxyError) throw withEncodingHint(error, spec, credentials);
     if (timedOut) {
       throw new BearerProxyError(
         "BP_ERR_TOKEN_TIMEOUT",
