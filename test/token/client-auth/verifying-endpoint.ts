@@ -84,6 +84,13 @@ export async function startVerifyingEndpoint(options: {
   );
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (tokenUrl !== "" && req.url !== new URL(tokenUrl).pathname) {
+      // Anything else is the API: it echoes the Authorization it received.
+      req.resume();
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ authorization: req.headers.authorization ?? null }));
+      return;
+    }
     let body = "";
     for await (const chunk of req) body += chunk;
     const fields = Object.fromEntries(new URLSearchParams(body));
