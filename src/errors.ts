@@ -48,6 +48,10 @@ export const ERROR_CODES = {
   BP_ERR_CONFIG_INVALID: "internal_error",
   BP_ERR_CONFIG_FILE: "internal_error",
   BP_ERR_SECRET_FILE: "token_unavailable",
+  /** private-key-jwt: the key (or its certificate) cannot sign the assertion. */
+  BP_ERR_CLIENT_KEY: "token_unavailable",
+  /** client-assertion-file: the assertion is unreadable, not a JWT, or expired. */
+  BP_ERR_CLIENT_ASSERTION: "token_unavailable",
   BP_ERR_TOKEN_HTTP: "token_unavailable",
   BP_ERR_TOKEN_REJECTED: "token_rejected",
   BP_ERR_TOKEN_RESPONSE_INVALID: "token_unavailable",

@@ -18,7 +18,7 @@ export function createScrubber(upstreams: readonly UpstreamConfig[]): Scrubber {
   const secrets = new Set<string>();
   for (const u of upstreams) {
     const secret = u.token.clientSecret;
-    if (secret.kind === "inline" && secret.value.length >= MIN_SECRET_LENGTH) {
+    if (secret?.kind === "inline" && secret.value.length >= MIN_SECRET_LENGTH) {
       // The forms it was sent in too: an IdP may echo the request body or header back.
       const clientId = u.token.clientId.kind === "inline" ? u.token.clientId.value : "";
       for (const form of sentSecretForms({ clientId, clientSecret: secret.value })) {

@@ -3,9 +3,10 @@
  * secret-free inputs only (TokenStatus, config URLs without userinfo, metric counters); the admin
  * server scrubs the result once more before the JSON or the HTML page leaves.
  */
-import type { UpstreamConfig } from "../config/types.js";
+import type { ClientAuthMethod, UpstreamConfig } from "../config/types.js";
 import type { LifecyclePhase } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
+import { notSharedReason } from "../token/client-auth/shared-cache-secret.js";
 import type { TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
 
@@ -44,6 +45,10 @@ export interface UpstreamReport {
   tokenUrl: string;
   /** False for lazy upstreams, which fetch their first token on first use. */
   prefetch: boolean;
+  /** How the proxy authenticates to the token endpoint (the method only, never key or secret). */
+  clientAuth: ClientAuthMethod;
+  /** Set when a shared cache is configured but this credential's tokens stay local, and why. */
+  tokenNotShared?: string;
   token: TokenReport;
   requests: RequestCounts;
 }
@@ -92,10 +97,21 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
       apiVersion: config.apiVersion,
       tokenUrl: displayUrl(config.token.tokenUrl),
       prefetch: config.tokenPolicy.prefetch,
+      clientAuth: config.token.clientAuth,
+      ...tokenSharing(config, input.sharedCacheState),
       token: tokenReport(status, now),
       requests: counts.get(config.name) ?? emptyCounts(),
     })),
   };
+}
+
+function tokenSharing(
+  config: UpstreamConfig,
+  sharedCacheState: string | undefined,
+): { tokenNotShared?: string } {
+  const reason =
+    sharedCacheState === undefined ? undefined : notSharedReason(config.token.clientAuth);
+  return reason === undefined ? {} : { tokenNotShared: reason };
 }
 
 function tokenReport(status: TokenStatus, nowWallMs: number): TokenReport {

@@ -110,7 +110,16 @@ async function checkUpstream(args: CheckArgs, upstream: UpstreamConfig): Promise
     print("token", { skipped: "the token endpoint is not reachable" });
   } else {
     const result = await fetchToken(args.config, upstream);
-    if (result.ok) {
+    // Client authentication (issue 16): which key, kid, x5t#S256, assertion exp; never a key or a JWT.
+    const authFailed = !result.ok && isClientAuthError(result.error);
+    if (result.clientAuthFacts.length > 0) {
+      print("auth", { ok: true, detail: result.clientAuthFacts.join("; ") });
+    } else if (authFailed) {
+      print("auth", { ok: false, detail: result.message, hint: clientAuthHint(result.error) });
+    }
+    if (authFailed) {
+      print("token", { skipped: "client authentication failed" });
+    } else if (result.ok) {
       token = result.token.accessToken;
       secrets.push(token);
       print("token", {
@@ -195,7 +204,7 @@ function tokenHint(error: unknown, upstream: UpstreamConfig): string | undefined
   }
   switch (idpError) {
     case "invalid_client":
-      return "the token endpoint says invalid_client: check clientId / clientSecret (and token.clientAuth: body or basic)";
+      return invalidClientHint(upstream);
     case "unauthorized_client":
       return "the token endpoint says unauthorized_client: this client may not use the client_credentials grant";
     case "invalid_scope":
@@ -221,7 +230,7 @@ function tokenHint(error: unknown, upstream: UpstreamConfig): string | undefined
     return `no token endpoint at ${describeTokenUrl(upstream.token.tokenUrl)}: check apiVersion (default uses /iam/v1/oauth2/token, scripting-preview /oauth2/token)`;
   }
   if (status === 401 || status === 403)
-    return "the credentials were refused: check clientId / clientSecret";
+    return invalidClientHint(upstream).replace(/^[^:]*: /, "the credentials were refused: ");
   if (status !== undefined && status >= 500)
     return "the token endpoint failed on its side: try again later or ask its operators";
   return undefined;
@@ -232,6 +241,39 @@ function bodyExcerptOf(error: unknown): string | undefined {
   if (!(error instanceof BearerProxyError)) return undefined;
   const excerpt = error.details?.bodyExcerpt;
   return typeof excerpt === "string" ? excerpt : undefined;
+}
+
+/** Failures of the client-auth step itself, before anything was sent. */
+function isClientAuthError(error: unknown): boolean {
+  return (
+    error instanceof BearerProxyError &&
+    (error.code === "BP_ERR_CLIENT_KEY" || error.code === "BP_ERR_CLIENT_ASSERTION")
+  );
+}
+
+function clientAuthHint(error: unknown): string | undefined {
+  if (!(error instanceof BearerProxyError)) return undefined;
+  if (error.code === "BP_ERR_CLIENT_KEY") {
+    return "clientKeyFile must be an unencrypted PEM private key (RSA ≥ 2048 bits, EC P-256 or Ed25519) and clientCertificateFile its certificate";
+  }
+  return "whoever issues the assertion rotates the file (the kubelet for a projected service-account token): check the volume mount, its path and expirationSeconds";
+}
+
+/** What invalid_client most likely means for the configured method. */
+function invalidClientHint(upstream: UpstreamConfig): string {
+  const prefix = "the token endpoint says invalid_client: ";
+  switch (upstream.token.clientAuth) {
+    case "body":
+      return `${prefix}check clientId / clientSecret (and clientAuth: body or basic)`;
+    case "basic":
+      return `${prefix}check clientId / clientSecret (and clientAuth: body or basic, basicEncoding: form or raw)`;
+    case "private-key-jwt":
+      return `${prefix}check that the IdP has the public key of clientKeyFile registered for this client id (with the kid / certificate thumbprint it expects) and that it accepts the assertion's aud (assertion.audience, default the token URL)`;
+    case "client-assertion-file":
+      return `${prefix}check the federated credential registered at the IdP: issuer, subject and audience of the assertion must match it exactly`;
+    case "tls-client-auth":
+      return `${prefix}check that the IdP has this client certificate (subject or thumbprint) registered for the client id, and that this token URL asks for client certificates (often a separate mTLS host)`;
+  }
 }
 
 async function probeApi(

@@ -58,6 +58,18 @@ export const CONFIG_OPTIONS: readonly OptionSpec[] = [
   },
   { name: "token-request-format", type: "string", placeholder: "F", help: "form | json" },
   {
+    name: "client-auth",
+    type: "string",
+    placeholder: "M",
+    help: "body | basic | private-key-jwt | client-assertion-file | tls-client-auth",
+  },
+  {
+    name: "client-assertion-file",
+    type: "string",
+    placeholder: "FILE",
+    help: "pre-signed JWT for client-assertion-file (read before every token request)",
+  },
+  {
     name: "ca-file",
     type: "string",
     placeholder: "FILE",

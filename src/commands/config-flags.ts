@@ -11,6 +11,8 @@ const FLAG_TO_FIELD = {
   "client-secret": "clientSecret",
   "client-secret-file": "clientSecretFile",
   "token-request-format": "tokenRequestFormat",
+  "client-auth": "clientAuth",
+  "client-assertion-file": "clientAssertionFile",
   "ca-file": "caFile",
   listen: "listen",
   "admin-listen": "adminListen",

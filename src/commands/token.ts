@@ -62,9 +62,13 @@ export function selectUpstreams(
   };
 }
 
-export type TokenFetchResult =
+export type TokenFetchResult = (
   | { ok: true; token: TokenResponse; durationMs: number }
-  | { ok: false; error: unknown; message: string; durationMs: number };
+  | { ok: false; error: unknown; message: string; durationMs: number }
+) & {
+  /** How the client authenticated (secret-free; empty when it failed before that). */
+  clientAuthFacts: readonly string[];
+};
 
 /**
  * Read the upstream's credentials and ask its token endpoint once, on a dispatcher of its own
@@ -78,6 +82,7 @@ export async function fetchToken(
   const elapsed = () => Math.round(performance.now() - started);
   const reader = createCredentialReader(upstream.token, { pollIntervalMs: 0 });
   let secret: string | undefined;
+  let clientAuthFacts: readonly string[] = [];
   let dispatcher: ReturnType<typeof createDispatcher> | undefined;
   try {
     const credentials = await reader.read();
@@ -92,10 +97,17 @@ export async function fetchToken(
       idleConnectionMs: upstream.timeouts.idleConnectionMs,
       egressProxy: config.egressProxy,
     });
-    const token = await requestToken(upstream.token, credentials, { dispatcher, timeoutMs });
-    return { ok: true, token, durationMs: elapsed() };
+    const token = await requestToken(upstream.token, credentials, {
+      dispatcher,
+      timeoutMs,
+      onClientAuth: (facts) => {
+        clientAuthFacts = facts;
+      },
+    });
+    return { ok: true, token, durationMs: elapsed(), clientAuthFacts };
   } catch (error) {
-    return { ok: false, error, message: safeMessage(error, secret), durationMs: elapsed() };
+    const message = safeMessage(error, secret);
+    return { ok: false, error, message, durationMs: elapsed(), clientAuthFacts };
   } finally {
     reader.close();
     await dispatcher?.close().catch(() => {});

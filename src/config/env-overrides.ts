@@ -18,6 +18,8 @@ export interface ConfigFlags {
   clientSecret?: string;
   clientSecretFile?: string;
   tokenRequestFormat?: string;
+  clientAuth?: string;
+  clientAssertionFile?: string;
   caFile?: string;
   /** `host:port` of the proxy listener. */
   listen?: string;
@@ -51,6 +53,12 @@ export const SETTINGS: Readonly<Record<SettingKey, SettingSpec>> = {
   tokenRequestFormat: {
     env: "BEARER_PROXY_TOKEN_REQUEST_FORMAT",
     flag: "--token-request-format",
+    scope: "upstream",
+  },
+  clientAuth: { env: "BEARER_PROXY_CLIENT_AUTH", flag: "--client-auth", scope: "upstream" },
+  clientAssertionFile: {
+    env: "BEARER_PROXY_CLIENT_ASSERTION_FILE",
+    flag: "--client-assertion-file",
     scope: "upstream",
   },
   caFile: { env: "BEARER_PROXY_CA_FILE", flag: "--ca-file", scope: "upstream" },

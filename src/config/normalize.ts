@@ -12,6 +12,7 @@ import type {
   ListenSpec,
   ProxyConfig,
   SecretSource,
+  TokenEndpointSpec,
   TokenPolicy,
   UpstreamConfig,
   UpstreamTls,
@@ -48,6 +49,8 @@ export const DEFAULTS = {
     apiVersion: DEFAULT_API_VERSION,
     tokenRequestFormat: "form",
     clientAuth: "body",
+    basicEncoding: "form",
+    assertion: { lifetime: "60s" },
     match: { pathPrefix: "/", hosts: [] as readonly string[] },
     /** Host of an upstream's own listener when it names only a port. */
     listenHost: "127.0.0.1",
@@ -196,14 +199,21 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
       tokenUrl,
       versionHeader,
       format: u.tokenRequestFormat ?? D.tokenRequestFormat,
-      clientAuth: u.clientAuth ?? D.clientAuth,
+      ...clientAuthSpec(u, file),
       clientId: secretSource(u.clientId, file("clientIdFile", u.clientIdFile)),
-      clientSecret: secretSource(u.clientSecret, file("clientSecretFile", u.clientSecretFile)),
+      clientSecret: optionalSecretSource(
+        u.clientSecret,
+        file("clientSecretFile", u.clientSecretFile),
+      ),
       scope: u.scope,
       extraParams: { ...u.tokenParams },
       extraHeaders: lowercaseKeys(u.tokenHeaders),
-      // serverName names the upstream's host: a token endpoint elsewhere is verified as itself.
-      tls: new URL(tokenUrl).origin === url.origin ? tls : { ...tls, serverName: undefined },
+      tls: u.tokenTls
+        ? tlsSettings(u.tokenTls, [...at, "tokenTls"], ctx)
+        : // serverName names the upstream's host: a token endpoint elsewhere is verified as itself.
+          new URL(tokenUrl).origin === url.origin
+          ? tls
+          : { ...tls, serverName: undefined },
       allowInsecureHttp,
       acceptTokenTypes: [...(u.token?.acceptTokenTypes ?? DEFAULT_ACCEPT_TOKEN_TYPES)],
     },
@@ -251,9 +261,65 @@ function tokenPolicy(t: UpstreamConfigFile["token"] = {}): TokenPolicy {
 }
 
 function secretSource(inline: string | undefined, filePath: string | undefined): SecretSource {
+  const source = optionalSecretSource(inline, filePath);
+  if (source) return source;
+  throw new TypeError("credential without a value or file (validation should have caught this)");
+}
+
+function optionalSecretSource(
+  inline: string | undefined,
+  filePath: string | undefined,
+): SecretSource | undefined {
   if (inline !== undefined) return { kind: "inline", value: inline };
   if (filePath !== undefined) return { kind: "file", path: filePath };
-  throw new TypeError("credential without a value or file (validation should have caught this)");
+  return undefined;
+}
+
+function tlsSettings(
+  given: NonNullable<UpstreamConfigFile["tls"]>,
+  at: IssuePath,
+  ctx: PathContext,
+): UpstreamTls {
+  const file = (key: "caFile" | "certFile" | "keyFile") =>
+    given[key] === undefined ? undefined : resolveFilePath([...at, key], given[key], ctx);
+  return {
+    caFile: file("caFile"),
+    certFile: file("certFile"),
+    keyFile: file("keyFile"),
+    serverName: given.serverName,
+  };
+}
+
+/** The client-authentication part of the token spec; method settings only for their method. */
+function clientAuthSpec(
+  u: UpstreamConfigFile,
+  file: (key: string, value: string | undefined) => string | undefined,
+): Pick<
+  TokenEndpointSpec,
+  "clientAuth" | "basicEncoding" | "privateKeyJwt" | "clientAssertionFile"
+> {
+  const D = DEFAULTS.upstream;
+  const clientAuth = u.clientAuth ?? D.clientAuth;
+  const keyFile = file("clientKeyFile", u.clientKeyFile);
+  return {
+    clientAuth,
+    basicEncoding: u.basicEncoding ?? D.basicEncoding,
+    privateKeyJwt:
+      clientAuth === "private-key-jwt" && keyFile !== undefined
+        ? {
+            keyFile,
+            keyId: u.clientKeyId,
+            certificateFile: file("clientCertificateFile", u.clientCertificateFile),
+            audience: u.assertion?.audience,
+            lifetimeMs: parseDurationMs(u.assertion?.lifetime ?? D.assertion.lifetime),
+            algorithm: u.assertion?.algorithm,
+          }
+        : undefined,
+    clientAssertionFile:
+      clientAuth === "client-assertion-file"
+        ? file("clientAssertionFile", u.clientAssertionFile)
+        : undefined,
+  };
 }
 
 function lowercaseKeys(record: Record<string, string> | undefined): Record<string, string> {

@@ -147,8 +147,65 @@ export const Upstream = T.Object(
     tokenUrl: T.Optional(T.String({ minLength: 1 })),
     /** Token request body encoding: `form` (application/x-www-form-urlencoded;charset=UTF-8) or `json`. Default "form". */
     tokenRequestFormat: T.Optional(T.Union([T.Literal("form"), T.Literal("json")])),
-    /** How the client authenticates: `body` (client_id/client_secret fields, as the spec says) or `basic` (RFC 6749 §2.3.1). Default "body". */
-    clientAuth: T.Optional(T.Union([T.Literal("body"), T.Literal("basic")])),
+    /**
+     * How the client authenticates to the token endpoint. Default "body".
+     * - `body`: client_id/client_secret fields, as the spec says;
+     * - `basic`: HTTP Basic (RFC 6749 §2.3.1), see `basicEncoding`;
+     * - `private-key-jwt`: a JWT signed with `clientKeyFile` (RFC 7523 §2.2), no secret;
+     * - `client-assertion-file`: the pre-signed JWT in `clientAssertionFile` (e.g. a Kubernetes
+     *   projected service-account token), no secret;
+     * - `tls-client-auth`: the client certificate of `tokenTls` (RFC 8705 §2), no secret.
+     */
+    clientAuth: T.Optional(
+      T.Union([
+        T.Literal("body"),
+        T.Literal("basic"),
+        T.Literal("private-key-jwt"),
+        T.Literal("client-assertion-file"),
+        T.Literal("tls-client-auth"),
+      ]),
+    ),
+    /**
+     * `clientAuth: basic` only: `form` form-encodes id and secret before base64 (RFC 6749
+     * §2.3.1); `raw` sends them as they are, for servers that do not decode them (old Spring
+     * Security OAuth2; golang x/oauth2 `AuthStyleInHeaderNoEscape`). Default "form".
+     */
+    basicEncoding: T.Optional(T.Union([T.Literal("form"), T.Literal("raw")])),
+    /** `private-key-jwt`: PEM private key (RSA ≥ 2048, EC P-256 or Ed25519), unencrypted; re-read when it changes. */
+    clientKeyFile: T.Optional(T.String({ minLength: 1 })),
+    /** `private-key-jwt`: `kid` header of the assertion (the key's id registered at the IdP). */
+    clientKeyId: T.Optional(T.String({ minLength: 1, pattern: "^[\\x20-\\x7e]+$" })),
+    /** `private-key-jwt`: PEM certificate of the key; adds the `x5t#S256` header (Microsoft Entra ID). */
+    clientCertificateFile: T.Optional(T.String({ minLength: 1 })),
+    /** `private-key-jwt`: the signed assertion. */
+    assertion: T.Optional(
+      T.Object(
+        {
+          /** `aud` claim. Default: the token endpoint URL. */
+          audience: T.Optional(T.String({ minLength: 1 })),
+          /** Validity of each assertion (`exp` - `iat`). Default "60s". */
+          lifetime: T.Optional(Duration),
+          /** RS256 | PS256 | ES256 | EdDSA. Default: inferred from the key (RSA → RS256, P-256 → ES256, Ed25519 → EdDSA). */
+          algorithm: T.Optional(
+            T.Union([
+              T.Literal("RS256"),
+              T.Literal("PS256"),
+              T.Literal("ES256"),
+              T.Literal("EdDSA"),
+            ]),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    /** `client-assertion-file`: file holding a pre-signed JWT (e.g. a projected service-account token); read before every token request. */
+    clientAssertionFile: T.Optional(T.String({ minLength: 1 })),
+    /**
+     * TLS towards the token endpoint, replacing `tls` for token requests; `certFile`/`keyFile`
+     * are the client certificate of `tls-client-auth` (re-read when they change). Default: `tls`
+     * (without `serverName` when the token endpoint is on another origin).
+     */
+    tokenTls: T.Optional(TlsSettings),
     /** The client id, inline (use `${VAR}`), or `clientIdFile`. */
     clientId: T.Optional(T.String({ minLength: 1 })),
     /** File holding the client id; re-read when it changes. */

@@ -32,6 +32,33 @@ export interface TokenPolicy {
   prefetch: boolean;
 }
 
+/** How the proxy authenticates to the token endpoint (setting `clientAuth`; see token/client-auth/). */
+export type ClientAuthMethod =
+  | "body"
+  | "basic"
+  | "private-key-jwt"
+  | "client-assertion-file"
+  | "tls-client-auth";
+
+/** Signing algorithms of `private-key-jwt` assertions (RFC 7518 §3, RFC 8037). */
+export type AssertionAlgorithm = "RS256" | "PS256" | "ES256" | "EdDSA";
+
+/** `clientAuth: private-key-jwt`: the key and the assertion it signs (RFC 7523 §2.2). */
+export interface PrivateKeyJwtSpec {
+  /** PEM private key (PKCS#8, PKCS#1 or SEC1); re-read when it changes. */
+  keyFile: string;
+  /** `kid` header, or undefined for none. */
+  keyId: string | undefined;
+  /** PEM certificate of the key: its SHA-256 thumbprint goes into `x5t#S256` (Entra ID). */
+  certificateFile: string | undefined;
+  /** `aud` claim; undefined means the token endpoint URL. */
+  audience: string | undefined;
+  /** `exp` - `iat`. */
+  lifetimeMs: number;
+  /** undefined: inferred from the key (RSA → RS256, P-256 → ES256, Ed25519 → EdDSA). */
+  algorithm: AssertionAlgorithm | undefined;
+}
+
 /** Everything needed to ask the token endpoint for a token. */
 export interface TokenEndpointSpec {
   /** Full token endpoint URL. */
@@ -39,12 +66,20 @@ export interface TokenEndpointSpec {
   /** X-Version header sent on token requests, or undefined for none. */
   versionHeader: string | undefined;
   format: "form" | "json";
-  clientAuth: "body" | "basic";
+  clientAuth: ClientAuthMethod;
+  /** `basic` only: form-encode id and secret (RFC 6749 §2.3.1) or send them raw. */
+  basicEncoding: "form" | "raw";
   clientId: SecretSource;
-  clientSecret: SecretSource;
+  /** The secret of `body` and `basic`; undefined for the secretless methods. */
+  clientSecret: SecretSource | undefined;
+  /** Set for `private-key-jwt` only. */
+  privateKeyJwt: PrivateKeyJwtSpec | undefined;
+  /** `client-assertion-file` only: file holding a pre-signed JWT, read before every request. */
+  clientAssertionFile: string | undefined;
   scope: string | undefined;
   extraParams: Readonly<Record<string, string>>;
   extraHeaders: Readonly<Record<string, string>>;
+  /** TLS towards the token endpoint (`tokenTls`, else the upstream's `tls`); tls-client-auth's certificate. */
   tls: UpstreamTls;
   allowInsecureHttp: boolean;
   /** `token_type` values accepted as Bearer (from `token.acceptTokenTypes`; default ["Bearer"]). */

@@ -15,6 +15,7 @@ import { didYouMean } from "./suggest.js";
 import { type PemFile, type PemKind, readPemFile } from "./tls-files.js";
 import { checkAcceptTokenTypes } from "./token-types.js";
 import { parseByteSize, parseDurationMs } from "./units.js";
+import { checkClientAuth, needsSecret } from "./validate-client-auth.js";
 import { validateDurations } from "./validate-durations.js";
 import { validateRoutes } from "./validate-routes.js";
 
@@ -55,6 +56,8 @@ const RESERVED_TOKEN_PARAMS: ReadonlyMap<string, string> = new Map([
   ["grant_type", "the proxy always sends grant_type=client_credentials"],
   ["client_id", "use clientId or clientIdFile"],
   ["client_secret", "use clientSecret or clientSecretFile"],
+  ["client_assertion", "use clientAuth: private-key-jwt or client-assertion-file"],
+  ["client_assertion_type", "use clientAuth: private-key-jwt or client-assertion-file"],
   ["scope", "use the scope setting"],
 ]);
 
@@ -116,9 +119,15 @@ function checkKeyPairs(
     if (cert.firstCertificate.checkPrivateKey(key.key)) return;
     issues.add(
       keyFile.path,
-      `expected the private key of the certificate in tls.certFile (${files[j]!.absolute}), found another key in ${keyFile.absolute}`,
+      `expected the private key of the certificate in ${certificateField(files[j]!.path)} (${files[j]!.absolute}), found another key in ${keyFile.absolute}`,
     );
   });
+}
+
+/** "tls.certFile", "tokenTls.certFile" or "clientCertificateFile": the field as written. */
+function certificateField(path: IssuePath): string {
+  const [parent, key] = path.slice(-2);
+  return parent === "tls" || parent === "tokenTls" ? `${parent}.${key}` : String(key);
 }
 
 function checkUpstream(
@@ -144,6 +153,7 @@ function checkUpstream(
     issues,
   );
   checkCredentials(u, at, ctx, issues);
+  checkClientAuth(u, at, issues, (key, value) => resolveFilePath([...at, key], value, ctx));
   checkVersion(u, at, issues);
 
   const token = u.token;
@@ -159,18 +169,19 @@ function checkUpstream(
   if (isObject(token)) {
     checkAcceptTokenTypes(token.acceptTokenTypes, [...at, "token", "acceptTokenTypes"], issues);
   }
-  if (isObject(u.tls)) {
-    const tls = u.tls;
+  for (const name of ["tls", "tokenTls"]) {
+    const tls = u[name];
+    if (!isObject(tls)) continue;
     if (tls.certFile !== undefined && tls.keyFile === undefined) {
       issues.add(
-        [...at, "tls", "keyFile"],
-        "required because tls.certFile is set (a client certificate needs its private key)",
+        [...at, name, "keyFile"],
+        `required because ${name}.certFile is set (a client certificate needs its private key)`,
       );
     }
     if (tls.keyFile !== undefined && tls.certFile === undefined) {
       issues.add(
-        [...at, "tls", "certFile"],
-        "required because tls.keyFile is set (a private key needs its client certificate)",
+        [...at, name, "certFile"],
+        `required because ${name}.keyFile is set (a private key needs its client certificate)`,
       );
     }
   }
@@ -206,10 +217,15 @@ function checkUpstream(
   checkHeaderMap(u.tokenHeaders, [...at, "tokenHeaders"], tokenHeaderRules, issues);
   checkTokenParams(u.tokenParams, [...at, "tokenParams"], issues);
 
-  for (const key of ["clientIdFile", "clientSecretFile"]) collectFile(u, key, at, ctx, files);
-  if (isObject(u.tls)) {
-    for (const [key, holds] of TLS_FILES)
-      collectFile(u.tls, key, [...at, "tls"], ctx, files, holds);
+  for (const key of ["clientIdFile", "clientSecretFile", "clientAssertionFile"]) {
+    collectFile(u, key, at, ctx, files);
+  }
+  collectFile(u, "clientKeyFile", at, ctx, files, "key");
+  collectFile(u, "clientCertificateFile", at, ctx, files, "cert");
+  for (const tlsKey of ["tls", "tokenTls"]) {
+    const tls = u[tlsKey];
+    if (!isObject(tls)) continue;
+    for (const [key, holds] of TLS_FILES) collectFile(tls, key, [...at, tlsKey], ctx, files, holds);
   }
 }
 
@@ -281,7 +297,7 @@ function checkCredentials(
     const hasFile = u[file] !== undefined;
     if (hasInline && hasFile) {
       issues.add(at, `expected exactly one of ${inline} and ${file}, found both`);
-    } else if (!hasInline && !hasFile) {
+    } else if (!hasInline && !hasFile && (inline === "clientId" || needsSecret(u))) {
       const hint = ctx.hasFile
         ? ""
         : `; set ${SETTINGS[inline].env} or ${SETTINGS[file].env} (flags ${SETTINGS[inline].flag}, ${SETTINGS[file].flag})`;

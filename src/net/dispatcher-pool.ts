@@ -21,7 +21,12 @@ export interface DispatcherPool {
 /** Create the pool; dispatchers are built on first use and shared by equal settings. */
 export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): DispatcherPool {
   const dispatchers = new Map<string, Dispatcher>();
-  const get = (upstream: UpstreamConfig, tls: UpstreamTls, purpose = "pooled"): Dispatcher => {
+  const get = (
+    upstream: UpstreamConfig,
+    tls: UpstreamTls,
+    purpose = "pooled",
+    reloadClientCertificate = false,
+  ): Dispatcher => {
     const settings: DispatcherOptions = {
       // Shared with the token endpoint's dispatcher when the settings match: harmless there.
       maxResponseHeaderSizeBytes: upstream.maxResponseHeaderSizeBytes,
@@ -32,6 +37,7 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
       bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
       idleConnectionMs: upstream.timeouts.idleConnectionMs,
       egressProxy: config.egressProxy,
+      ...(reloadClientCertificate ? { reloadClientCertificate } : {}),
     };
     const key = JSON.stringify([purpose, settings]);
     let dispatcher = dispatchers.get(key);
@@ -44,7 +50,14 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
   return {
     forUpstream: (upstream) => get(upstream, upstream.tls),
     forFreshConnection: (upstream) => get(upstream, upstream.tls, "fresh"),
-    forTokenEndpoint: (upstream) => get(upstream, upstream.token.tls),
+    forTokenEndpoint: (upstream) =>
+      get(
+        upstream,
+        upstream.token.tls,
+        "pooled",
+        // tls-client-auth: the certificate is the credential, and rotates like one.
+        upstream.token.clientAuth === "tls-client-auth",
+      ),
     async close() {
       await Promise.all([...dispatchers.values()].map((d) => d.close().catch(() => {})));
     },

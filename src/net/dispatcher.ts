@@ -9,6 +9,7 @@ import { createSecureContext, rootCertificates, type SecureContext } from "node:
 import { Agent, type Dispatcher, ProxyAgent } from "undici";
 import type { UpstreamTls } from "../config/types.js";
 import { createUpstreamConnector } from "./read-after-write-reset.js";
+import { createReloadingConnector } from "./reloading-connector.js";
 
 export interface DispatcherOptions {
   tls: UpstreamTls;
@@ -30,6 +31,11 @@ export interface DispatcherOptions {
   maxResponseHeaderSizeBytes?: number | undefined;
   /** NODE_EXTRA_CA_CERTS value; injected so tests control it. */
   extraCaCertsFile?: string | undefined;
+  /**
+   * Re-read `tls.certFile`/`keyFile` when they change, for new connections (tls-client-auth's
+   * certificate rotates without a restart). Not through an egress proxy.
+   */
+  reloadClientCertificate?: boolean | undefined;
 }
 
 /**
@@ -96,6 +102,15 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   };
   if (options.egressProxy) {
     return new ProxyAgent({ uri: options.egressProxy, requestTls: connect, ...common });
+  }
+  const { certFile, keyFile } = options.tls;
+  if (options.reloadClientCertificate && certFile && keyFile) {
+    const extraCa = options.extraCaCertsFile ?? process.env.NODE_EXTRA_CA_CERTS;
+    const reloading = createReloadingConnector([certFile, keyFile], () => ({
+      ...buildTlsOptions(options.tls, extraCa),
+      timeout: options.connectTimeoutMs,
+    }));
+    return new Agent({ connect: reloading, ...common });
   }
   // Keeps an upstream's early answer when it resets the connection mid-upload (issue 15).
   return new Agent({ connect: createUpstreamConnector(connect), ...common });

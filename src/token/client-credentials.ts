@@ -6,16 +6,18 @@
 import { type Dispatcher, request } from "undici";
 import type { TokenEndpointSpec } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
+import {
+  type ClientAuthParts,
+  type ClientCredentials,
+  createClientAuth,
+} from "./client-auth/index.js";
 import { credentialsRejectedHint } from "./credential-hint.js";
 import { describeTokenUrl, sanitizeIdpText } from "./response-text.js";
 import { parseTokenResponse, type TokenResponse } from "./token-response.js";
 
+export { formEncode, sentSecretForms } from "./client-auth/index.js";
 export { MAX_EXPIRES_IN_SECONDS, type TokenResponse } from "./token-response.js";
-
-export interface ClientCredentials {
-  clientId: string;
-  clientSecret: string;
-}
+export type { ClientCredentials };
 
 export interface TokenRequestDeps {
   /** The token endpoint's own dispatcher (same TLS settings as the upstream). */
@@ -23,15 +25,24 @@ export interface TokenRequestDeps {
   /** Bound on the whole exchange, body included. */
   timeoutMs: number;
   signal?: AbortSignal | undefined;
-  /** Wall clock for Retry-After HTTP-dates; default Date.now. */
+  /** Wall clock for Retry-After HTTP-dates and assertion times; default Date.now. */
   wallNow?: () => number;
+  /** Told how the client authenticated (secret-free facts; `bearer-proxy check` prints them). */
+  onClientAuth?: (facts: readonly string[]) => void;
 }
 
 /** Longest token response body read; a real one is a few KiB at most. */
 export const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024;
 
 /** Body parameters that extraParams may not override. */
-const RESERVED_PARAMS = new Set(["grant_type", "client_id", "client_secret", "scope"]);
+const RESERVED_PARAMS = new Set([
+  "grant_type",
+  "client_id",
+  "client_secret",
+  "client_assertion",
+  "client_assertion_type",
+  "scope",
+]);
 
 /** Ask the token endpoint for a token. Rejects with a BearerProxyError (BP_ERR_TOKEN_*). */
 export async function requestToken(
@@ -47,7 +58,13 @@ export async function requestToken(
       `token endpoint ${where} is not https (set allowInsecureHttp to send credentials in clear)`,
     );
   }
-  const { headers, body } = buildTokenRequest(spec, credentials);
+  const wallNow = deps.wallNow ?? Date.now;
+  const { headers, body, sentSecrets, facts } = await buildTokenRequest(
+    spec,
+    credentials,
+    wallNow(),
+  );
+  deps.onClientAuth?.(facts);
 
   const controller = new AbortController();
   let timedOut = false;
@@ -71,11 +88,11 @@ export async function requestToken(
     const text = await readResponse(response, where);
     return parseTokenResponse(response.statusCode, response.headers, text, {
       where,
-      secrets: sentSecretForms(credentials),
+      secrets: sentSecrets,
       clientId: credentials.clientId,
       acceptTokenTypes: spec.acceptTokenTypes,
       credentialsHint: credentialsRejectedHint(spec, credentials),
-      wallNow: deps.wallNow ?? Date.now,
+      wallNow,
     });
   } catch (error) {
     if (error instanceof BearerProxyError) throw error;
@@ -94,15 +111,18 @@ export async function requestToken(
   }
 }
 
-/** Headers and body for one token request (exported for tests). */
-export function buildTokenRequest(
+/** Headers and body for one token request, and what in them is secret (exported for tests). */
+export async function buildTokenRequest(
   spec: TokenEndpointSpec,
   credentials: ClientCredentials,
-): { headers: Record<string, string>; body: string } {
-  const fields: [string, string][] = [["grant_type", "client_credentials"]];
-  if (spec.clientAuth === "body") {
-    fields.push(["client_id", credentials.clientId], ["client_secret", credentials.clientSecret]);
-  }
+  nowWallMs: number = Date.now(),
+): Promise<{ headers: Record<string, string>; body: string } & ClientAuthParts> {
+  const auth = await createClientAuth(spec).authenticate({
+    credentials,
+    tokenUrl: spec.tokenUrl,
+    nowWallMs,
+  });
+  const fields: [string, string][] = [["grant_type", "client_credentials"], ...auth.fields];
   // Never an empty scope= (some IdPs reject it).
   if (spec.scope) fields.push(["scope", spec.scope]);
   for (const [name, value] of Object.entries(spec.extraParams)) {
@@ -114,42 +134,13 @@ export function buildTokenRequest(
     headers[name.toLowerCase()] = value;
   headers.accept = "application/json";
   if (spec.versionHeader !== undefined) headers["x-version"] = spec.versionHeader;
-  if (spec.clientAuth === "basic") {
-    headers.authorization = `Basic ${basicCredentials(credentials.clientId, credentials.clientSecret)}`;
-  }
+  Object.assign(headers, auth.headers);
   if (spec.format === "json") {
     headers["content-type"] = "application/json";
-    return { headers, body: JSON.stringify(Object.fromEntries(fields)) };
+    return { ...auth, headers, body: JSON.stringify(Object.fromEntries(fields)) };
   }
   headers["content-type"] = "application/x-www-form-urlencoded;charset=UTF-8";
-  return { headers, body: new URLSearchParams(fields).toString() };
-}
-
-/**
- * Every form in which a token request may carry the secret: an IdP echoing any of them back (in
- * an error_description) must not get it into a log line or an error body.
- */
-export function sentSecretForms(credentials: ClientCredentials): string[] {
-  const { clientId, clientSecret } = credentials;
-  return [
-    clientSecret,
-    formEncode(clientSecret),
-    encodeURIComponent(clientSecret),
-    JSON.stringify(clientSecret).slice(1, -1),
-    basicCredentials(clientId, clientSecret),
-  ];
-}
-
-/** RFC 6749 §2.3.1: form-encode id and secret, then base64 "id:secret". */
-function basicCredentials(clientId: string, clientSecret: string): string {
-  return Buffer.from(`${formEncode(clientId)}:${formEncode(clientSecret)}`, "utf8").toString(
-    "base64",
-  );
-}
-
-/** application/x-www-form-urlencoded encoding of one value (space becomes "+"). */
-export function formEncode(value: string): string {
-  return new URLSearchParams([["", value]]).toString().slice(1);
+  return { ...auth, headers, body: new URLSearchParams(fields).toString() };
 }
 
 async function readResponse(response: Dispatcher.ResponseData, where: string): Promise<string> {

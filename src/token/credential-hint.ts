@@ -7,38 +7,46 @@
  * user to re-check a secret that is correct.
  */
 import type { TokenEndpointSpec } from "../config/types.js";
+import { formEncode } from "./client-auth/secret-forms.js";
 
 /** The values that decide the hint; never shown. */
 export interface HintCredentials {
   clientId: string;
-  clientSecret: string;
+  /** Undefined for the secretless methods. */
+  clientSecret?: string | undefined;
 }
 
 /** The hint when nothing points at the encoding: the id or the secret is wrong. */
 export const CHECK_CREDENTIALS_HINT =
   "the token endpoint rejected the client credentials: check clientId/clientSecret";
 
-/** application/x-www-form-urlencoded leaves only these unchanged (WHATWG URL, urlencoded serializer). */
-const FORM_SAFE = /^[A-Za-z0-9*\-._]*$/;
-
 /** Whether form encoding changes `value` (then form and raw Basic credentials differ). */
 export function formEncodingChanges(value: string): boolean {
-  return !FORM_SAFE.test(value);
+  return formEncode(value) !== value;
 }
+
+/** What else than a secret the secretless methods present, to check when refused. */
+const SECRETLESS_HINTS: Partial<Record<TokenEndpointSpec["clientAuth"], string>> = {
+  "private-key-jwt":
+    "the token endpoint rejected the client assertion: check that the IdP has clientKeyFile's public key (kid / certificate thumbprint) registered for this clientId and accepts its aud (assertion.audience)",
+  "client-assertion-file":
+    "the token endpoint rejected the client assertion: check the federated credential registered for this clientId (issuer, subject and audience of the assertion file)",
+  "tls-client-auth":
+    "the token endpoint rejected the client certificate: check that the IdP has it registered for this clientId and that the token URL asks for client certificates",
+};
 
 /** The next step after the token endpoint rejected the client credentials. */
 export function credentialsRejectedHint(
   spec: TokenEndpointSpec,
   credentials: HintCredentials,
 ): string {
-  const basic = spec.clientAuth === "basic";
-  const differs =
-    formEncodingChanges(credentials.clientId) || formEncodingChanges(credentials.clientSecret);
-  if (!basic || !differs) return CHECK_CREDENTIALS_HINT;
-  // `basicEncoding` (form | raw) comes with the client-authentication methods; read it loosely
-  // so this hint works before and after that option exists.
-  const encoding = (spec as { basicEncoding?: unknown }).basicEncoding === "raw" ? "raw" : "form";
-  const which = formEncodingChanges(credentials.clientSecret) ? "client secret" : "client id";
+  const secretless = SECRETLESS_HINTS[spec.clientAuth];
+  if (secretless !== undefined) return secretless;
+  const secret = credentials.clientSecret ?? "";
+  const differs = formEncodingChanges(credentials.clientId) || formEncodingChanges(secret);
+  if (spec.clientAuth !== "basic" || !differs) return CHECK_CREDENTIALS_HINT;
+  const encoding = spec.basicEncoding;
+  const which = formEncodingChanges(secret) ? "client secret" : "client id";
   if (encoding === "form") {
     return `the token endpoint rejected the client credentials; the ${which} contains characters that clientAuth: basic form-encodes before Base64 (RFC 6749 §2.3.1), which some servers do not decode (old Spring Security OAuth2, others): if the ${which} is right, set upstreams[].basicEncoding: raw (or clientAuth: body)`;
   }

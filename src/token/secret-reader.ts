@@ -1,22 +1,34 @@
 /**
- * Reads a credential's client id and secret (inline or from files) and notices when the files
- * change on disk, so a rotated secret is used without a restart. Kubernetes secret volumes swap
+ * Reads a credential's client id and secret (inline or from files), and the private key and
+ * certificate of the secretless methods, and notices when the files change on disk, so a
+ * rotated secret or key is used without a restart. Kubernetes secret volumes swap
  * a `..data` symlink rather than writing the file, which fs.watch on the file misses; polling
  * stat() (which follows the symlink) catches both that and plain rewrites.
  */
 import { readFile, stat } from "node:fs/promises";
-import type { SecretSource } from "../config/types.js";
+import type { SecretSource, TokenEndpointSpec } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
+import { keyMaterialFiles } from "./client-auth/index.js";
 import { type Clock, systemClock } from "./clock.js";
 import { hashValue } from "./fingerprint.js";
 
 /** A credential as read right now. */
 export interface Credentials {
   clientId: string;
-  clientSecret: string;
-  /** Hash of id and secret: equal versions mean equal credentials. Not a secret, never shown. */
+  /** Undefined for the secretless client-auth methods. */
+  clientSecret: string | undefined;
+  /** PEM private key of private-key-jwt / tls-client-auth (see client-auth/index.ts). */
+  clientKeyPem?: string | undefined;
+  /** PEM certificate of private-key-jwt (`clientCertificateFile`) / tls-client-auth. */
+  clientCertificatePem?: string | undefined;
+  /** Hash of all of the above: equal versions mean equal credentials. Not a secret, never shown. */
   version: string;
 }
+
+/** What a reader reads: id and secret, and for the secretless methods their key files. */
+export type CredentialSpec = Pick<TokenEndpointSpec, "clientId"> & {
+  clientSecret?: SecretSource | undefined;
+} & Partial<Pick<TokenEndpointSpec, "clientAuth" | "privateKeyJwt" | "tls">>;
 
 export interface CredentialReader {
   /** Current values; files are re-read on every call (a token fetch is rare, files are tiny). */
@@ -40,14 +52,28 @@ export const DEFAULT_SECRET_POLL_INTERVAL_MS = 5_000;
 
 /** A reader for one credential; polls its files (if any) every `pollIntervalMs` until closed. */
 export function createCredentialReader(
-  spec: { clientId: SecretSource; clientSecret: SecretSource },
+  spec: CredentialSpec,
   options: CredentialReaderOptions = {},
 ): CredentialReader {
   const clock = options.clock ?? systemClock;
   const pollIntervalMs = options.pollIntervalMs ?? DEFAULT_SECRET_POLL_INTERVAL_MS;
-  const files = [spec.clientId, spec.clientSecret].flatMap((s) =>
-    s.kind === "file" ? [s.path] : [],
-  );
+  const material =
+    spec.clientAuth === undefined
+      ? { key: undefined, certificate: undefined }
+      : keyMaterialFiles({
+          clientAuth: spec.clientAuth,
+          privateKeyJwt: spec.privateKeyJwt,
+          tls: spec.tls ?? {
+            caFile: undefined,
+            certFile: undefined,
+            keyFile: undefined,
+            serverName: undefined,
+          },
+        });
+  const files = [
+    ...[spec.clientId, spec.clientSecret].flatMap((s) => (s?.kind === "file" ? [s.path] : [])),
+    ...[material.key, material.certificate].flatMap((path) => (path ? [path] : [])),
+  ];
   const listeners = new Set<(credentials: Credentials) => void>();
   let lastVersion: string | undefined;
   let lastSignature: string | undefined;
@@ -57,11 +83,20 @@ export function createCredentialReader(
 
   async function read(): Promise<Credentials> {
     const signature = await statSignature(files).catch(() => undefined);
-    const [clientId, clientSecret] = await Promise.all([
+    const [clientId, clientSecret, clientKeyPem, clientCertificatePem] = await Promise.all([
       readSource(spec.clientId, "clientIdFile"),
-      readSource(spec.clientSecret, "clientSecretFile"),
+      spec.clientSecret && readSource(spec.clientSecret, "clientSecretFile"),
+      material.key && readSource({ kind: "file", path: material.key }, keyField(spec)),
+      material.certificate &&
+        readSource({ kind: "file", path: material.certificate }, certificateField(spec)),
     ]);
-    const credentials = { clientId, clientSecret, version: versionOf(clientId, clientSecret) };
+    const credentials: Credentials = {
+      clientId,
+      clientSecret,
+      ...(clientKeyPem === undefined ? {} : { clientKeyPem }),
+      ...(clientCertificatePem === undefined ? {} : { clientCertificatePem }),
+      version: versionOf([clientId, clientSecret, clientKeyPem, clientCertificatePem]),
+    };
     const previous = lastVersion;
     lastVersion = credentials.version;
     if (signature !== undefined) lastSignature = signature;
@@ -149,6 +184,16 @@ async function statSignature(paths: readonly string[]): Promise<string> {
   return stats.map((s) => `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`).join("|");
 }
 
-function versionOf(clientId: string, clientSecret: string): string {
-  return hashValue(`${clientId}\u0000${clientSecret}`).slice(0, 16);
+function versionOf(values: readonly (string | undefined)[]): string {
+  // Unchanged for id + secret, so a version computed before this reader knew keys still matches.
+  const present = values[2] === undefined && values[3] === undefined ? values.slice(0, 2) : values;
+  return hashValue(present.map((v) => v ?? "").join("\u0000")).slice(0, 16);
+}
+
+function keyField(spec: CredentialSpec): string {
+  return spec.clientAuth === "tls-client-auth" ? "tokenTls.keyFile" : "clientKeyFile";
+}
+
+function certificateField(spec: CredentialSpec): string {
+  return spec.clientAuth === "tls-client-auth" ? "tokenTls.certFile" : "clientCertificateFile";
 }

@@ -3,6 +3,7 @@
  * Redis first and only one replica at a time asks the token endpoint. Everything else (refresh
  * timing, backoff, waiting, rotation) is the ordinary token source's.
  */
+import { notSharedReason, sharedCacheSecret } from "./client-auth/shared-cache-secret.js";
 import { type ClientCredentials, requestToken } from "./client-credentials.js";
 import { sharedCredentialKey } from "./credential-identity.js";
 import type { SharedToken, SharedTokenCache } from "./redis-types.js";
@@ -18,8 +19,19 @@ export function createSharedTokenSourceFactory(
   cache: SharedTokenCache,
   wallNow: () => number = Date.now,
 ): (options: TokenSourceOptions) => TokenProvider {
+  const toldNotShared = new Set<string>();
   return (options) => {
     const { spec, policy } = options;
+    // Secretless methods without shared key material fetch locally (client-auth/shared-cache-secret.ts).
+    const notShared = notSharedReason(spec.clientAuth);
+    if (notShared !== undefined) {
+      // Once per upstream, not on every re-creation of an evicted source.
+      if (!toldNotShared.has(options.upstream)) {
+        toldNotShared.add(options.upstream);
+        options.logger.warn({ upstream: options.upstream, clientAuth: spec.clientAuth }, notShared);
+      }
+      return createTokenSource(options);
+    }
     const dispatcher = options.dispatcher;
     if (!dispatcher)
       throw new TypeError("a shared token source needs the token endpoint's dispatcher");
@@ -54,9 +66,17 @@ export function createSharedTokenSourceFactory(
     ): Promise<TokenResponse> => {
       const rejectFingerprint = rejectedFingerprint;
       rejectedFingerprint = undefined;
+      const secret = sharedCacheSecret(spec.clientAuth, credentials);
+      // No key material read (an unusable key file): ask the IdP, which reports the problem.
+      if (secret === undefined)
+        return requestToken(spec, credentials, {
+          dispatcher,
+          timeoutMs: policy.requestTimeoutMs,
+          signal,
+        });
       const shared = await cache.getOrFetch({
         credentialKey: sharedCredentialKey(spec, credentials.clientId),
-        secret: credentials.clientSecret,
+        secret,
         refreshFraction: policy.refreshWindow[0],
         rejectFingerprint,
         fetchFromIdp: () => fetchFromIdp(credentials, signal),

@@ -63,6 +63,7 @@ describe("GET /status", () => {
       apiVersion: "default",
       tokenUrl: "https://files.example.test/iam/v1/oauth2/token",
       prefetch: true,
+      clientAuth: "body",
       token: {
         state: "valid",
         fingerprint: fingerprint("token-one"),

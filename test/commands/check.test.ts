@@ -88,7 +88,7 @@ describe("bearer-proxy check against the emulator", () => {
       /✗ token +token endpoint https:\/\/127\.0\.0\.1:\d+\/iam\/v1\/oauth2\/token answered 401 \(invalid_client: client authentication failed\)/,
     );
     expect(stdout).toContain(
-      "hint: the token endpoint says invalid_client: check clientId / clientSecret (and token.clientAuth: body or basic)",
+      "hint: the token endpoint says invalid_client: check clientId / clientSecret (and clientAuth: body or basic)",
     );
     expect(stdout).toContain("- API    skipped: no token");
     expect(stderr).toBe("\nbearer-proxy check: 1 check failed\n");

@@ -30,7 +30,7 @@ describe("config/ examples", () => {
     for (const upstream of config.upstreams) {
       expect(upstream.token.tokenUrl).toMatch(/^https:\/\//);
       for (const source of [upstream.token.clientId, upstream.token.clientSecret]) {
-        if (source.kind === "file")
+        if (source?.kind === "file")
           expect(source.path.startsWith(join(CONFIG_DIR, "secrets"))).toBe(true);
       }
     }

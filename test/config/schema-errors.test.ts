@@ -80,7 +80,7 @@ describe("schema errors", () => {
       'log.format: expected one of "json", "pretty", found "text" (line 1)',
       'limits.maxHeaderSize: expected a size such as "64KiB", "1MiB" or whole bytes, found "16 kB" (line 2)',
       "limits.maxHeaderCount: expected at least 1, found 0 (line 2)",
-      'upstreams[0] (api).clientAuth: expected one of "body", "basic", found "header" (line 8)',
+      'upstreams[0] (api).clientAuth: expected one of "body", "basic", "private-key-jwt", "client-assertion-file", "tls-client-auth", found "header" (line 8)',
       "upstreams[0] (api).token.refreshWindow: expected a list of exactly 2 items (such as [0.75, 0.85]), found 1 item (line 9)",
       'upstreams[0] (api).token.prefetch: expected true or false, found "yes" (line 9)',
     ]);
@@ -132,6 +132,7 @@ describe("schema errors", () => {
       "upstreams[0] (api).clientSecret: expected a string, found a list (line 5)",
       'upstreams[0] (api).headers["X-Api-Key"]: expected printable ASCII text without line breaks, found a hidden value (line 6)',
       "upstreams[0] (api).tokenParams.client_assertion: expected a string, found a hidden number (line 7)",
+      "upstreams[0] (api).tokenParams.client_assertion: cannot be set here: use clientAuth: private-key-jwt or client-assertion-file (line 7)",
     ]);
   });
 

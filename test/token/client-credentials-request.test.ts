@@ -89,7 +89,7 @@ describe("token request encoding", () => {
     const params = new URLSearchParams(scoped.body);
     expect(params.getAll("scope")).toEqual(["files:read files:write"]);
     expect(params.get("audience")).toBe("api://x");
-    const empty = buildTokenRequest(makeSpec({ scope: "" }), credentials);
+    const empty = await buildTokenRequest(makeSpec({ scope: "" }), credentials);
     expect(empty.body).not.toContain("scope");
   });
 
@@ -117,16 +117,23 @@ describe("token request encoding", () => {
     });
   });
 
-  it("form encoding round-trips any string (property)", () => {
-    fc.assert(
-      fc.property(fc.string({ unit: "binary" }), fc.string({ unit: "grapheme" }), (id, secret) => {
-        const { body } = buildTokenRequest(makeSpec(), { clientId: id, clientSecret: secret });
-        const params = new URLSearchParams(body);
-        // Lone surrogates cannot be UTF-8 encoded; they come back as U+FFFD, like any form encoder.
-        expect(params.get("client_id")).toBe(Buffer.from(id, "utf8").toString("utf8"));
-        expect(params.get("client_secret")).toBe(secret);
-        expect(new URLSearchParams(`v=${formEncode(secret)}`).get("v")).toBe(secret);
-      }),
+  it("form encoding round-trips any string (property)", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.string({ unit: "binary" }),
+        fc.string({ unit: "grapheme" }),
+        async (id, secret) => {
+          const { body } = await buildTokenRequest(makeSpec(), {
+            clientId: id,
+            clientSecret: secret,
+          });
+          const params = new URLSearchParams(body);
+          // Lone surrogates cannot be UTF-8 encoded; they come back as U+FFFD, like any form encoder.
+          expect(params.get("client_id")).toBe(Buffer.from(id, "utf8").toString("utf8"));
+          expect(params.get("client_secret")).toBe(secret);
+          expect(new URLSearchParams(`v=${formEncode(secret)}`).get("v")).toBe(secret);
+        },
+      ),
       { numRuns: 150 },
     );
   });

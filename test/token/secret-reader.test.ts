@@ -133,7 +133,7 @@ describe("credential reader", () => {
       { pollIntervalMs: 0 },
     );
     const seen: string[] = [];
-    reader.onChange((c) => seen.push(c.clientSecret));
+    reader.onChange((c) => seen.push(c.clientSecret ?? ""));
     expect((await reader.read()).clientSecret).toBe("first");
     await symlink("..v2", join(dir, "..data_tmp"));
     await rename(join(dir, "..data_tmp"), join(dir, "..data"));
@@ -150,7 +150,7 @@ describe("credential reader", () => {
       { pollIntervalMs: 0 },
     );
     const seen: string[] = [];
-    reader.onChange((c) => seen.push(c.clientSecret));
+    reader.onChange((c) => seen.push(c.clientSecret ?? ""));
     await reader.read();
     await rm(path);
     await reader.check();
@@ -176,7 +176,7 @@ describe("credential reader", () => {
     reader.onChange(() => {
       throw new Error("listener bug");
     });
-    reader.onChange((c) => seen.push(c.clientSecret));
+    reader.onChange((c) => seen.push(c.clientSecret ?? ""));
     await writeFile(secretPath, "new-and-longer");
     await expect(reader.check()).resolves.toBeUndefined();
     expect(seen).toEqual(["new-and-longer"]);

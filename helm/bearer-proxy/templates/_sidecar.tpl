@@ -31,6 +31,15 @@ Parameters (a dict; pass the same dict to both templates):
   secretName          Secret with the credentials, mounted at /var/run/secrets/bearer-proxy.
   clientIdKey         Key of the client id in that Secret. Default "client-id".
   clientSecretKey     Key of the client secret in that Secret. Default "client-secret".
+  clientId            The client id inline -> BEARER_PROXY_CLIENT_ID (instead of secretName's
+                      client-id; workload identity needs no Secret at all).
+  serviceAccountToken dict(audience, expirationSeconds): mount a projected service-account token
+                      (audience: what the identity provider expects, e.g.
+                      "api://AzureADTokenExchange"; expirationSeconds default 3600, min 600) at
+                      /var/run/secrets/bearer-proxy-token/token and authenticate with it:
+                      BEARER_PROXY_CLIENT_AUTH=client-assertion-file, no client secret
+                      (docs/kubernetes-sidecar.md, workload identity federation). With
+                      configMap, point clientAssertionFile at that path in the config.
   configMap           ConfigMap with key config.yaml, mounted at /etc/bearer-proxy and run with
                       --config instead of the upstream variables above (for several upstreams
                       or settings the variables lack). listen/admin still come from port and
@@ -58,6 +67,7 @@ Parameters (a dict; pass the same dict to both templates):
 {{- $port := int (default 8080 $p.port) -}}
 {{- $adminPort := int (default 9901 $p.adminPort) -}}
 {{- $mountPath := "/var/run/secrets/bearer-proxy" -}}
+{{- $tokenPath := "/var/run/secrets/bearer-proxy-token" -}}
 {{- if and (not $p.configMap) (not $p.baseUrl) -}}
 {{- fail "bearer-proxy.sidecar: set baseUrl (or configMap)" -}}
 {{- end -}}
@@ -92,9 +102,19 @@ Parameters (a dict; pass the same dict to both templates):
     - name: BEARER_PROXY_TOKEN_REQUEST_FORMAT
       value: {{ . | quote }}
     {{- end }}
-    {{- if $p.secretName }}
+    {{- if $p.clientId }}
+    - name: BEARER_PROXY_CLIENT_ID
+      value: {{ $p.clientId | quote }}
+    {{- else if $p.secretName }}
     - name: BEARER_PROXY_CLIENT_ID_FILE
       value: {{ printf "%s/%s" $mountPath (default "client-id" $p.clientIdKey) | quote }}
+    {{- end }}
+    {{- if $p.serviceAccountToken }}
+    - name: BEARER_PROXY_CLIENT_AUTH
+      value: "client-assertion-file"
+    - name: BEARER_PROXY_CLIENT_ASSERTION_FILE
+      value: {{ printf "%s/token" $tokenPath | quote }}
+    {{- else if $p.secretName }}
     - name: BEARER_PROXY_CLIENT_SECRET_FILE
       value: {{ printf "%s/%s" $mountPath (default "client-secret" $p.clientSecretKey) | quote }}
     {{- end }}
@@ -165,6 +185,11 @@ Parameters (a dict; pass the same dict to both templates):
       mountPath: /etc/bearer-proxy
       readOnly: true
     {{- end }}
+    {{- if $p.serviceAccountToken }}
+    - name: bearer-proxy-token
+      mountPath: {{ $tokenPath }}
+      readOnly: true
+    {{- end }}
     {{- with $p.volumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -190,5 +215,15 @@ whatever the pod's fsGroup; only containers that mount the volume see them.
 - name: bearer-proxy-config
   configMap:
     name: {{ $p.configMap }}
+{{- end }}
+{{- with $p.serviceAccountToken }}
+- name: bearer-proxy-token
+  projected:
+    defaultMode: 292
+    sources:
+      - serviceAccountToken:
+          path: token
+          audience: {{ required "bearer-proxy.sidecar: serviceAccountToken.audience is required" .audience | quote }}
+          expirationSeconds: {{ int (default 3600 .expirationSeconds) }}
 {{- end }}
 {{- end -}}

@@ -1,0 +1,47 @@
+/**
+ * An undici connector that picks up a rotated client certificate (tls-client-auth, RFC 8705):
+ * before each new connection it stat()s certificate and key (microseconds; connections to a
+ * token endpoint are rare) and, when they changed, builds a fresh connector from the new files.
+ * A fresh connector also starts a fresh TLS session cache, so a resumed session cannot carry the
+ * old certificate's identity. A half-rotated pair (new certificate, old key) does not build:
+ * the previous connector keeps serving until the pair matches again.
+ */
+import { statSync } from "node:fs";
+import { buildConnector } from "undici";
+
+/** `build` returns the TLS options for the files as they are now (it reads them). */
+export function createReloadingConnector(
+  files: readonly string[],
+  build: () => buildConnector.BuildOptions,
+): buildConnector.connector {
+  let signature: string | undefined;
+  let current: buildConnector.connector | undefined;
+  return (options, callback) => {
+    const now = statSignature(files);
+    if (current === undefined || (now !== undefined && now !== signature)) {
+      try {
+        current = buildConnector(build());
+        signature = now;
+      } catch (error) {
+        if (current === undefined) {
+          callback(error as Error, null);
+          return;
+        }
+      }
+    }
+    current(options, callback);
+  };
+}
+
+function statSignature(files: readonly string[]): string | undefined {
+  try {
+    return files
+      .map((file) => {
+        const s = statSync(file);
+        return `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
+      })
+      .join("|");
+  } catch {
+    return undefined; // mid-swap: keep what we have
+  }
+}

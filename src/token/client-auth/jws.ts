@@ -1,0 +1,130 @@
+/**
+ * Compact JWS signing with node:crypto (RFC 7515 §7.1) for the four algorithms assertions use.
+ * Small enough that the sidecar needs no JOSE library: a signature is one crypto.sign call.
+ */
+import { constants, createHash, type KeyObject, sign, type X509Certificate } from "node:crypto";
+import type { AssertionAlgorithm } from "../../config/types.js";
+
+/** base64url without padding (RFC 7515 §2). */
+export function base64url(data: Buffer | string): string {
+  return Buffer.from(data).toString("base64url");
+}
+
+/**
+ * The algorithm a key signs with when none is configured, or why it cannot: RSA → RS256,
+ * RSA-PSS → PS256, P-256 → ES256, Ed25519/Ed448 → EdDSA.
+ */
+export function inferAlgorithm(key: KeyObject): AssertionAlgorithm | { problem: string } {
+  switch (key.asymmetricKeyType) {
+    case "rsa":
+      return "RS256";
+    case "rsa-pss":
+      return "PS256";
+    case "ed25519":
+    case "ed448":
+      return "EdDSA";
+    case "ec":
+      return key.asymmetricKeyDetails?.namedCurve === "prime256v1"
+        ? "ES256"
+        : { problem: `an EC key on ${key.asymmetricKeyDetails?.namedCurve} (ES256 needs P-256)` };
+    default:
+      return { problem: `a ${key.asymmetricKeyType ?? "symmetric"} key` };
+  }
+}
+
+/** Undefined when `key` can sign with `algorithm`, else what is wrong (no key material in it). */
+export function keyProblem(key: KeyObject, algorithm: AssertionAlgorithm): string | undefined {
+  const type = key.asymmetricKeyType;
+  if (key.type !== "private") return "expected a private key";
+  switch (algorithm) {
+    case "RS256":
+    case "PS256": {
+      if (type !== "rsa" && !(type === "rsa-pss" && algorithm === "PS256")) {
+        return `${algorithm} needs an RSA key, found ${describeKey(key)}`;
+      }
+      const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
+      // RFC 7518 §3.3: 2048 bits or larger.
+      return bits < 2048
+        ? `${algorithm} needs an RSA key of 2048 bits or more, found ${bits}`
+        : undefined;
+    }
+    case "ES256":
+      return type === "ec" && key.asymmetricKeyDetails?.namedCurve === "prime256v1"
+        ? undefined
+        : `ES256 needs an EC P-256 key, found ${describeKey(key)}`;
+    case "EdDSA":
+      return type === "ed25519" || type === "ed448"
+        ? undefined
+        : `EdDSA needs an Ed25519 or Ed448 key, found ${describeKey(key)}`;
+  }
+}
+
+/** "RSA 2048-bit", "EC P-256", "Ed25519": what kind of key, never the key. */
+export function describeKey(key: KeyObject): string {
+  const d = key.asymmetricKeyDetails;
+  switch (key.asymmetricKeyType) {
+    case "rsa":
+    case "rsa-pss":
+      return `${key.asymmetricKeyType === "rsa" ? "RSA" : "RSA-PSS"} ${d?.modulusLength ?? "?"}-bit`;
+    case "ec":
+      return `EC ${d?.namedCurve === "prime256v1" ? "P-256" : d?.namedCurve}`;
+    case "ed25519":
+      return "Ed25519";
+    case "ed448":
+      return "Ed448";
+    default:
+      return key.asymmetricKeyType ?? key.type;
+  }
+}
+
+/** `x5t#S256`: base64url SHA-256 of the certificate's DER (RFC 7515 §4.1.8). */
+export function certificateThumbprint(certificate: X509Certificate): string {
+  return base64url(createHash("sha256").update(certificate.raw).digest());
+}
+
+/** `header.payload.signature` signed with `key` (checked with keyProblem first). */
+export function signJws(
+  header: Record<string, unknown>,
+  payload: Record<string, unknown>,
+  key: KeyObject,
+  algorithm: AssertionAlgorithm,
+): string {
+  const input = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`;
+  const data = Buffer.from(input, "ascii");
+  let signature: Buffer;
+  switch (algorithm) {
+    case "RS256":
+      signature = sign("sha256", data, { key, padding: constants.RSA_PKCS1_PADDING });
+      break;
+    case "PS256":
+      // RFC 7518 §3.5: MGF1 with SHA-256 and a salt as long as the hash.
+      signature = sign("sha256", data, {
+        key,
+        padding: constants.RSA_PKCS1_PSS_PADDING,
+        saltLength: constants.RSA_PSS_SALTLEN_DIGEST,
+      });
+      break;
+    case "ES256":
+      // RFC 7518 §3.4: r || s, 32 bytes each, not DER.
+      signature = sign("sha256", data, { key, dsaEncoding: "ieee-p1363" });
+      break;
+    case "EdDSA":
+      signature = sign(null, data, key);
+      break;
+  }
+  return `${input}.${base64url(signature)}`;
+}
+
+/** The payload of a compact JWT, unverified, or undefined when `text` is not one. */
+export function decodeJwtPayload(text: string): Record<string, unknown> | undefined {
+  const parts = text.split(".");
+  if (parts.length !== 3 || parts.some((p) => !/^[A-Za-z0-9_-]+$/.test(p))) return undefined;
+  try {
+    const payload: unknown = JSON.parse(Buffer.from(parts[1]!, "base64url").toString("utf8"));
+    return typeof payload === "object" && payload !== null && !Array.isArray(payload)
+      ? (payload as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
