@@ -7,8 +7,9 @@
  * Order matters: our own values are cut out before and after the text is normalised (HTML to
  * text, controls and runs of white space to one space), then anything token-looking, and only
  * then is it truncated — cutting after normalising means no rewrite can join two halves of a
- * secret, and truncating last means no partial secret survives at the edge. A final check withholds the
- * whole excerpt if any of our values is still in it (e.g. one that is part of the marker).
+ * secret, and truncating last means no partial secret survives at the edge. A final check
+ * withholds the whole excerpt if any of our values is still in it (e.g. one that is part of the
+ * marker), and a body that names `access_token` is never shown at all.
  */
 
 /** Longest excerpt, in characters. */
@@ -26,6 +27,8 @@ const CUT = "\uE000";
 const TOKEN_MARK = "[token?]";
 /** Shown instead when, against all odds, one of our values survived the cutting. */
 const WITHHELD = "(withheld: it contained the client credentials)";
+/** Shown instead of a body that names an access_token field. */
+const ACCESS_TOKEN_WITHHELD = "(withheld: the body has an access_token field)";
 /**
  * A run of 20+ characters of the token alphabets (base64, base64url, hex, JWT dots, Salesforce's
  * `!`) with at least one letter and one digit: JWTs, opaque tokens, secrets, also UUIDs (trace
@@ -49,6 +52,12 @@ export function errorExcerpt(
   const values = [...new Set(ownValues.map(normalise))]
     .filter((v) => v.length > 0)
     .sort((a, b) => b.length - a.length);
+  const leaks = (t: string) => values.some((value) => t.includes(value));
+  // A body that names access_token holds a token, however broken the rest (a truncated JSON
+  // success, a form body): a short token would pass for a word, so none of it is shown.
+  if (/access_token/i.test(text)) {
+    return leaks(ACCESS_TOKEN_WITHHELD) ? undefined : ACCESS_TOKEN_WITHHELD;
+  }
   const cut = (t: string) => values.reduce((acc, value) => acc.split(value).join(CUT), t);
   // Cut before reading too: stripping HTML tags could otherwise break a value into pieces.
   let excerpt = cut(normalise(readable(cut(normalise(text)), contentType)));
@@ -60,7 +69,6 @@ export function errorExcerpt(
   if (excerpt.length > EXCERPT_MAX_LENGTH) {
     excerpt = `${excerpt.slice(0, EXCERPT_MAX_LENGTH - 1)}…`;
   }
-  const leaks = (t: string) => values.some((value) => t.includes(value));
   if (leaks(excerpt)) return leaks(WITHHELD) ? undefined : WITHHELD;
   return excerpt;
 }

@@ -74,7 +74,14 @@ export function logFetchFailure(
         ? CHECK_CREDENTIALS_HINT
         : undefined;
   if (hint !== undefined) {
-    log.error(record, hint);
+    // The generic hint names the IdP's own code when it sent one (grep-able: invalid_client).
+    const idpError = typeof details.idpError === "string" ? details.idpError : undefined;
+    log.error(
+      record,
+      hint === CHECK_CREDENTIALS_HINT && idpError !== undefined
+        ? `the token endpoint rejected the client credentials (${idpError}): check clientId/clientSecret`
+        : hint,
+    );
   } else if (error.code === "BP_ERR_TOKEN_REJECTED") {
     log.error(
       record,

@@ -92,7 +92,7 @@ export interface ResponseContext {
   secrets: readonly string[];
   /** Our client id: cut out of body excerpts too, in the forms it may be echoed in. */
   clientId?: string | undefined;
-  /** Token types accepted besides (case-insensitively) themselves; default ["Bearer"]. */
+  /** `token_type` values accepted, case-insensitively (`token.acceptTokenTypes`); default ["Bearer"]. */
   acceptTokenTypes?: readonly string[] | undefined;
   /** The next step when the endpoint refuses the client credentials (see credential-hint.ts). */
   credentialsHint?: string | undefined;

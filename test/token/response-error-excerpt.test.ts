@@ -195,6 +195,15 @@ describe("error body excerpts", () => {
     expect(result?.endsWith("…")).toBe(true);
   });
 
+  it("is withheld when the body names access_token (a broken success body holds a token)", () => {
+    expect(errorExcerpt('{"access_token":"short1","token_type":', "application/json", [])).toBe(
+      "(withheld: the body has an access_token field)",
+    );
+    expect(errorExcerpt("ACCESS_TOKEN=abc&x=1", "text/plain", [])).toBe(
+      "(withheld: the body has an access_token field)",
+    );
+  });
+
   it("is withheld when a value of ours is part of the markers themselves", () => {
     // "red" survives as part of "[redacted]": nothing is shown rather than risk it.
     expect(errorExcerpt("the red door", "text/plain", ["red"])).toBeUndefined();

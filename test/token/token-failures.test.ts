@@ -113,7 +113,7 @@ describe("token endpoint failures", () => {
     expect((error as BearerProxyError).retryAfterSeconds).toBeGreaterThanOrEqual(30);
     const log = logs.records.find((r) => r.msg.includes("rejected the client credentials"))!;
     expect(log.msg).toBe(
-      "the token endpoint rejected the client credentials: check clientId/clientSecret",
+      "the token endpoint rejected the client credentials (invalid_client): check clientId/clientSecret",
     );
     expect(log.level).toBe(50);
     // Ten minutes of requests: at most one attempt per 30 s.

@@ -5,6 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { BearerProxyError } from "../../src/errors.js";
+import { authorizationValue } from "../../src/proxy/inject-headers.js";
+import { decryptToken, deriveTokenKey, encryptToken } from "../../src/token/redis-crypto.js";
 import {
   isBearerTokenSyntax,
   parseTokenResponse,
@@ -140,6 +142,41 @@ describe("access_token characters", () => {
     const error = refusal({ access_token: token, token_type: "Bearer" });
     expect(error.message).toMatch(/access_token/);
     expect(error.message).not.toContain("X-Evil");
+  });
+});
+
+describe("one token rule everywhere a token is checked", () => {
+  const salesforce = "00D5g000004Gxyz!AQ4AQFi8dT.0Ys";
+  const stored = (accessToken: string) => {
+    const key = deriveTokenKey("secret", "credential");
+    const token = {
+      accessToken,
+      tokenType: "Bearer",
+      scope: undefined,
+      obtainedAtWallMs: 0,
+      expiresAtWallMs: 60_000,
+    };
+    return decryptToken(encryptToken(token, key, "credential"), key, "credential");
+  };
+  const cached = (value: string) => ({
+    value,
+    fingerprint: "00000000",
+    scope: undefined,
+    obtainedAtMs: 0,
+    expiresAtMs: 1,
+    expiresAtWallMs: 1,
+    lifetimeMs: 1,
+  });
+
+  it("the Redis cache reader accepts a Salesforce token and refuses one that breaks a header", () => {
+    expect(stored(salesforce)?.accessToken).toBe(salesforce);
+    expect(stored("abc\r\nX-Evil: 1")).toBeUndefined();
+    expect(stored("abc def")).toBeUndefined();
+  });
+
+  it("header injection writes a Salesforce token and refuses one with a space", () => {
+    expect(authorizationValue(cached(salesforce))).toBe(`Bearer ${salesforce}`);
+    expect(() => authorizationValue(cached("abc def"))).toThrow(/not allowed in a header/);
   });
 });
 

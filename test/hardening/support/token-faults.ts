@@ -199,7 +199,7 @@ export const WARM_CASES: WarmCase[] = [
   { name: "a hang", fault: hang, code: "token_unavailable" },
   { name: "resets", fault: reset, code: "token_unavailable" },
   { name: "an HTML 500", fault: html(500), code: "token_unavailable" },
-  { name: "wrong JSON types", fault: tokenWith({ expires_in: "599" }), code: "token_unavailable" },
+  { name: "wrong JSON types", fault: tokenWith({ expires_in: true }), code: "token_unavailable" },
   {
     name: "CR/LF in the new access_token",
     fault: tokenWith({ access_token: `abc\r\nX-Injected: ${MARK}` }),
