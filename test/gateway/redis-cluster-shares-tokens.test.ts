@@ -18,7 +18,7 @@ import { burst, startReplicas, waitForRedisUp } from "../helpers/replica-traffic
 
 const REPLICAS = 3;
 const CREDENTIALS = 4;
-const CONCURRENCY = 100;
+const CONCURRENCY = 25;
 const PREFIX = "bp-cluster:";
 
 describe.skipIf(skipWithoutRedis)("three replicas sharing a Redis Cluster", () => {
@@ -105,7 +105,7 @@ describe.skipIf(skipWithoutRedis)("three replicas sharing a Redis Cluster", () =
     emulator.revokeAllTokens();
     emulator.resetStats();
     const statuses = (
-      await Promise.all(replicas.flatMap((r) => targets(r).map((t) => burst(t, 20, agent))))
+      await Promise.all(replicas.flatMap((r) => targets(r).map((t) => burst(t, 10, agent))))
     ).flat();
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
     // Credentials on the surviving masters are still shared; those on the dead one are fetched
