@@ -101,7 +101,9 @@ export function openRedisClient(
   };
   if (config.clusterNodes) {
     const nodes = config.clusterNodes;
-    return keepConnecting(() => createClusterClient(nodes, socket, events), events, timing);
+    return keepConnecting(() => createClusterClient(nodes, socket, events), events, timing, {
+      checkConnected: checkAllSlotsServed,
+    });
   }
   if (config.sentinel) {
     const sentinel = config.sentinel;
@@ -175,11 +177,23 @@ function createClusterClient(
     useReplicas: false,
   }) as unknown as NodeRedisClient;
   cluster.on("error", (err) => events.onError(err));
-  // One node coming back (a restarted master) is the cluster being usable again.
-  cluster.on("node-ready", () => {
-    if (cluster.isReady) events.onReady();
-  });
   return cluster;
+}
+
+const CLUSTER_SLOTS = 16384;
+
+/**
+ * node-redis' cluster connect succeeds against a node that serves no slots yet (a cluster still
+ * being created), and then fails every command with a TypeError and never looks at the topology
+ * again: such a connect counts as failed here, and is tried again.
+ */
+function checkAllSlotsServed(client: NodeRedisClient): void {
+  const slots = (client as unknown as { slots: readonly unknown[] }).slots;
+  let served = 0;
+  for (let slot = 0; slot < CLUSTER_SLOTS; slot++) if (slots[slot] !== undefined) served++;
+  if (served < CLUSTER_SLOTS) {
+    throw new Error(`the cluster serves ${served} of its ${CLUSTER_SLOTS} slots (still forming?)`);
+  }
 }
 
 /** The sentinels' options: their own credentials, the same TLS setting as the data nodes. */
@@ -221,8 +235,11 @@ function keepConnecting(
   create: () => NodeRedisClient,
   events: RedisClientEvents,
   timing: RedisClientTiming,
+  options: { checkConnected?: (client: NodeRedisClient) => void } = {},
 ): RedisClientHandle {
   let current: NodeRedisClient | undefined;
+  // Only a client whose connect resolved (and passed checkConnected) takes commands.
+  let connected = false;
   let closed = false;
   let retryTimer: NodeJS.Timeout | undefined;
 
@@ -230,6 +247,7 @@ function keepConnecting(
     if (closed) return;
     const client = create();
     current = client;
+    connected = false;
     let abandon: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
       abandon = setTimeout(
@@ -240,6 +258,8 @@ function keepConnecting(
     Promise.race([client.connect(), deadline])
       .then(() => {
         if (closed) return;
+        options.checkConnected?.(client);
+        connected = true;
         events.onReady();
       })
       .catch((err: unknown) => {
@@ -259,7 +279,7 @@ function keepConnecting(
 
   return {
     client: () => current,
-    isReady: () => current?.isReady === true,
+    isReady: () => connected && current?.isReady === true,
     async close(timeoutMs) {
       closed = true;
       clearTimeout(retryTimer);

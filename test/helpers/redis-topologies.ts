@@ -55,10 +55,10 @@ class ProcessGroup {
     process.once("exit", this.killAll);
   }
 
-  /** Starts `redis-server args…` on a free port (retrying if another process took it). */
-  async start(args: (port: number) => string[]): Promise<RedisNodeProcess> {
+  /** Starts `redis-server args…` on `fixedPort` or a free port (retrying if another process took it). */
+  async start(args: (port: number) => string[], fixedPort?: number): Promise<RedisNodeProcess> {
     for (let tries = 0; ; tries++) {
-      const port = await freePort();
+      const port = fixedPort ?? (await freePort());
       const child = spawn("redis-server", args(port), { stdio: "ignore", cwd: this.dir });
       this.children.add(child);
       try {
@@ -87,8 +87,12 @@ export interface RedisClusterSetup {
   stop(): Promise<void>;
 }
 
-/** Three masters sharing the 16384 slots, no replicas; resolves when the cluster state is ok. */
-export async function startRedisCluster(): Promise<RedisClusterSetup> {
+/**
+ * Three masters sharing the 16384 slots, no replicas; resolves when the cluster state is ok.
+ * `firstPort` puts the first node on a port chosen beforehand (a client configured before the
+ * cluster exists).
+ */
+export async function startRedisCluster(firstPort?: number): Promise<RedisClusterSetup> {
   const group = new ProcessGroup();
   try {
     const nodes: RedisNodeProcess[] = [];
@@ -96,21 +100,24 @@ export async function startRedisCluster(): Promise<RedisClusterSetup> {
       // The bus port defaults to port + 10000, which may be taken or beyond 65535: pick one.
       const busPort = await freePort();
       nodes.push(
-        await group.start((port) => [
-          "--port",
-          String(port),
-          "--bind",
-          "127.0.0.1",
-          "--cluster-enabled",
-          "yes",
-          "--cluster-port",
-          String(busPort),
-          "--cluster-config-file",
-          `nodes-${port}.conf`,
-          "--cluster-node-timeout",
-          "2000",
-          ...NO_PERSISTENCE,
-        ]),
+        await group.start(
+          (port) => [
+            "--port",
+            String(port),
+            "--bind",
+            "127.0.0.1",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            String(busPort),
+            "--cluster-config-file",
+            `nodes-${port}.conf`,
+            "--cluster-node-timeout",
+            "2000",
+            ...NO_PERSISTENCE,
+          ],
+          i === 0 ? firstPort : undefined,
+        ),
       );
     }
     await createCluster(nodes.map((n) => n.port));
