@@ -101,13 +101,13 @@ export function openRedisClient(
   };
   if (config.clusterNodes) {
     const nodes = config.clusterNodes;
-    return keepConnecting(() => createClusterClient(nodes, socket, events), events, timing, {
+    return keepConnecting((gated) => createClusterClient(nodes, socket, gated), events, timing, {
       checkConnected: checkAllSlotsServed,
     });
   }
   if (config.sentinel) {
     const sentinel = config.sentinel;
-    return keepConnecting(() => createSentinelClient(sentinel, socket, events), events, timing);
+    return keepConnecting((gated) => createSentinelClient(sentinel, socket, gated), events, timing);
   }
   return singleNode(config.url ?? "", socket, events);
 }
@@ -232,7 +232,7 @@ function createSentinelClient(
  * after the same backoff the single-node client uses between reconnects.
  */
 function keepConnecting(
-  create: () => NodeRedisClient,
+  create: (events: RedisClientEvents) => NodeRedisClient,
   events: RedisClientEvents,
   timing: RedisClientTiming,
   options: { checkConnected?: (client: NodeRedisClient) => void } = {},
@@ -242,10 +242,17 @@ function keepConnecting(
   let connected = false;
   let closed = false;
   let retryTimer: NodeJS.Timeout | undefined;
+  // A sentinel client says 'ready' just before its connect resolves: not ready for us yet.
+  const gated: RedisClientEvents = {
+    onReady: () => {
+      if (connected) events.onReady();
+    },
+    onError: (err) => events.onError(err),
+  };
 
   const attempt = (retries: number): void => {
     if (closed) return;
-    const client = create();
+    const client = create(gated);
     current = client;
     connected = false;
     let abandon: NodeJS.Timeout | undefined;
