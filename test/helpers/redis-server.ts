@@ -60,7 +60,8 @@ export function ping(port: number): Promise<boolean> {
     socket.on("connect", () => socket.write("PING\r\n"));
     socket.on("data", (chunk) => {
       answer += chunk.toString("latin1");
-      if (answer.includes("\r\n")) done(answer.startsWith("+PONG"));
+      // A server with requirepass answers -NOAUTH: up all the same.
+      if (answer.includes("\r\n")) done(/^(\+PONG|-NOAUTH)/.test(answer));
     });
   });
 }

@@ -22,8 +22,15 @@ export interface RedisNodeProcess {
 }
 
 /** Sends one command to the server on `port` with a short-lived client. */
-export async function redisCommand(port: number, args: string[]): Promise<unknown> {
-  const client = createClient({ socket: { host: "127.0.0.1", port, reconnectStrategy: false } });
+export async function redisCommand(
+  port: number,
+  args: string[],
+  password?: string,
+): Promise<unknown> {
+  const client = createClient({
+    socket: { host: "127.0.0.1", port, reconnectStrategy: false },
+    ...(password !== undefined && { password }),
+  });
   client.on("error", () => {});
   await client.connect();
   try {
@@ -82,7 +89,7 @@ const NO_PERSISTENCE = ["--save", "", "--appendonly", "no"];
 
 export interface RedisClusterSetup {
   readonly nodes: readonly RedisNodeProcess[];
-  /** `redis://127.0.0.1:<port>` of every master, for `clusterNodes`. */
+  /** `redis://[:password@]127.0.0.1:<port>` of every master, for `clusterNodes`. */
   readonly urls: readonly string[];
   stop(): Promise<void>;
 }
@@ -92,7 +99,11 @@ export interface RedisClusterSetup {
  * `firstPort` puts the first node on a port chosen beforehand (a client configured before the
  * cluster exists).
  */
-export async function startRedisCluster(firstPort?: number): Promise<RedisClusterSetup> {
+export async function startRedisCluster(
+  options: { firstPort?: number; password?: string } = {},
+): Promise<RedisClusterSetup> {
+  const { firstPort, password } = options;
+  const auth = password === undefined ? [] : ["--requirepass", password, "--masterauth", password];
   const group = new ProcessGroup();
   try {
     const nodes: RedisNodeProcess[] = [];
@@ -115,20 +126,27 @@ export async function startRedisCluster(firstPort?: number): Promise<RedisCluste
             "--cluster-node-timeout",
             "2000",
             ...NO_PERSISTENCE,
+            ...auth,
           ],
           i === 0 ? firstPort : undefined,
         ),
       );
     }
-    await createCluster(nodes.map((n) => n.port));
+    await createCluster(
+      nodes.map((n) => n.port),
+      password,
+    );
     for (const node of nodes) {
       await until(`cluster_state:ok on ${node.port}`, async () =>
-        String(await redisCommand(node.port, ["CLUSTER", "INFO"])).includes("cluster_state:ok"),
+        String(await redisCommand(node.port, ["CLUSTER", "INFO"], password)).includes(
+          "cluster_state:ok",
+        ),
       );
     }
+    const userInfo = password === undefined ? "" : `:${encodeURIComponent(password)}@`;
     return {
       nodes,
-      urls: nodes.map((n) => `redis://127.0.0.1:${n.port}`),
+      urls: nodes.map((n) => `redis://${userInfo}127.0.0.1:${n.port}`),
       stop: () => group.stop(),
     };
   } catch (err) {
@@ -137,8 +155,9 @@ export async function startRedisCluster(firstPort?: number): Promise<RedisCluste
   }
 }
 
-function createCluster(ports: readonly number[]): Promise<void> {
-  const args = ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`)];
+function createCluster(ports: readonly number[], password: string | undefined): Promise<void> {
+  const auth = password === undefined ? [] : ["-a", password, "--no-auth-warning"];
+  const args = [...auth, "--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`)];
   const child = spawn("redis-cli", [...args, "--cluster-replicas", "0", "--cluster-yes"], {
     stdio: ["ignore", "pipe", "pipe"],
   });

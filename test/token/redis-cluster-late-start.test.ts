@@ -53,7 +53,7 @@ describe.skipIf(skipWithoutRedis)(
       expect((await get(early)).accessToken).toBe("token-1"); // nobody there: fetched locally
       expect(early.state()).toBe("down");
 
-      cluster = await startRedisCluster(port);
+      cluster = await startRedisCluster({ firstPort: port });
       const deadline = Date.now() + 20_000;
       while (early.state() !== "up" && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 50));
