@@ -77,7 +77,7 @@ export function formatPath(path: IssuePath, doc: unknown): string {
 }
 
 /** Keys whose values may be credentials: never shown, only described. */
-const SECRET_KEYS = new Set(["clientId", "clientSecret"]);
+const SECRET_KEYS = new Set(["clientId", "clientSecret", "password", "sentinelPassword"]);
 /** Maps whose values may be credentials (API keys in headers, assertions in token params). */
 const SECRET_MAPS = new Set(["headers", "tokenHeaders", "tokenParams"]);
 

@@ -6,6 +6,7 @@
 import { isAbsolute, resolve } from "node:path";
 import { DEFAULT_API_VERSION, KNOWN_API_VERSIONS, resolveApiVersion } from "./api-versions.js";
 import { type IssuePath, toPointer } from "./issues.js";
+import { normalizeSentinel } from "./redis-topology.js";
 import type { ConfigFile, UpstreamConfigFile } from "./schema.js";
 import { DEFAULT_ACCEPT_TOKEN_TYPES } from "./token-types.js";
 import type {
@@ -146,6 +147,8 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
     tokenCache: {
       redis: cache.redis && {
         url: cache.redis.url,
+        clusterNodes: cache.redis.clusterNodes,
+        sentinel: cache.redis.sentinel && normalizeSentinel(cache.redis.sentinel),
         keyPrefix: cache.redis.keyPrefix ?? D.tokenCache.redis.keyPrefix,
         lockTtlMs: parseDurationMs(cache.redis.lockTtl ?? D.tokenCache.redis.lockTtl),
         commandTimeoutMs: parseDurationMs(

@@ -315,8 +315,46 @@ export const TokenCache = T.Object(
     redis: T.Optional(
       T.Object(
         {
-          /** redis:// or rediss:// URL. */
-          url: T.String({ pattern: "^rediss?://" }),
+          /**
+           * One Redis: a redis:// or rediss:// (TLS) URL, with user:password if it needs them.
+           * Exactly one of url, clusterNodes and sentinel.
+           */
+          url: T.Optional(T.String({ pattern: "^rediss?://" })),
+          /**
+           * Redis Cluster: URLs of some of its nodes (the rest are discovered), all with the
+           * same scheme and credentials, which apply to every node.
+           */
+          clusterNodes: T.Optional(
+            T.Array(T.String({ pattern: "^rediss?://" }), { minItems: 1, maxItems: 100 }),
+          ),
+          /** Redis behind Sentinel: the sentinels find the current master. */
+          sentinel: T.Optional(
+            T.Object(
+              {
+                /** The master's name in the sentinels' configuration (`sentinel monitor <name> …`). */
+                masterName: T.String({ minLength: 1 }),
+                /** Sentinels as host:port (port default 26379). */
+                nodes: T.Array(
+                  T.String({ minLength: 1, pattern: "^[A-Za-z0-9.-]+(:[0-9]{1,5})?$" }),
+                  {
+                    minItems: 1,
+                    maxItems: 100,
+                  },
+                ),
+                /** ACL user of the master and replicas. Default none (the default user). */
+                username: T.Optional(T.String({ minLength: 1 })),
+                /** Password of the master and replicas. Default none. */
+                password: T.Optional(T.String({ minLength: 1 })),
+                /** ACL user of the sentinels. Default none. */
+                sentinelUsername: T.Optional(T.String({ minLength: 1 })),
+                /** Password of the sentinels (their `requirepass`). Default none. */
+                sentinelPassword: T.Optional(T.String({ minLength: 1 })),
+                /** TLS to the sentinels, the master and the replicas. Default false. */
+                tls: T.Optional(T.Boolean()),
+              },
+              { additionalProperties: false },
+            ),
+          ),
           /** Prefix of every key. Default "bearer-proxy:". */
           keyPrefix: T.Optional(T.String()),
           /** Cross-replica fetch lock lifetime. Default "15s". */

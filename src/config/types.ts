@@ -146,8 +146,25 @@ export interface LimitsConfig {
   sustainedOverloadMs: number;
 }
 
+/** Redis behind Sentinel (tokenCache.redis.sentinel). */
+export interface RedisSentinelConfig {
+  masterName: string;
+  /** Sentinel addresses, port defaulted to 26379. */
+  nodes: readonly { host: string; port: number }[];
+  username: string | undefined;
+  password: string | undefined;
+  sentinelUsername: string | undefined;
+  sentinelPassword: string | undefined;
+  tls: boolean;
+}
+
+/** The shared cache's Redis: exactly one of url, clusterNodes and sentinel is set. */
 export interface RedisCacheConfig {
-  url: string;
+  /** One Redis node. */
+  url?: string | undefined;
+  /** Redis Cluster seed nodes (redis:// or rediss:// URLs sharing scheme and credentials). */
+  clusterNodes?: readonly string[] | undefined;
+  sentinel?: RedisSentinelConfig | undefined;
   keyPrefix: string;
   lockTtlMs: number;
   commandTimeoutMs: number;

@@ -11,6 +11,7 @@ import { KNOWN_API_VERSIONS } from "./api-versions.js";
 import { SETTINGS } from "./env-overrides.js";
 import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
 import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
+import { validateRedisTopology } from "./redis-topology.js";
 import { didYouMean } from "./suggest.js";
 import { type PemFile, type PemKind, readPemFile } from "./tls-files.js";
 import { checkAcceptTokenTypes } from "./token-types.js";
@@ -90,6 +91,7 @@ export async function validateSemantics(
   });
   validateRoutes(doc, issues);
   validateDurations(doc, issues);
+  validateRedisTopology(doc, issues);
   const checked = await Promise.all(
     files.map(async (f): Promise<PemFile | { problem: string | undefined }> => {
       const unreadable = await checkReadableFile(f.absolute);

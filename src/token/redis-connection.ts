@@ -1,13 +1,14 @@
 /**
- * The node-redis client behind the shared token cache, and its health. Every command is bounded
- * by commandTimeoutMs and never queued while offline, so a dead or slow Redis costs a request at
- * most one timeout; after a failure Redis is skipped until it reconnects or a short probe delay
- * passes. State changes are logged once per transition and mirrored in `bearer_proxy_redis_up`.
+ * The health of the shared token cache's Redis connection, whatever the topology
+ * (redis-clients.ts opens the node-redis client). Every command is bounded by commandTimeoutMs
+ * and never queued while offline, so a dead or slow Redis costs a request at most one timeout;
+ * after a failure Redis is skipped until it reconnects or a short probe delay passes. State
+ * changes are logged once per transition and mirrored in `bearer_proxy_redis_up`.
  */
-import { createRequire } from "node:module";
 import type { RedisCacheConfig } from "../config/types.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
+import { describeRedisTarget, openRedisClient, type RedisClientLike } from "./redis-clients.js";
 import type { RedisCacheState } from "./redis-types.js";
 
 /** After a failed command on a live socket (a slow Redis), skip Redis this long before retrying. */
@@ -53,16 +54,6 @@ export interface RedisConnectionOptions {
 // Compare-and-delete: only the replica that still owns the lock may release it.
 const DELETE_IF_EQUALS = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`;
 
-/** host:port of a Redis URL, without credentials, for logs. */
-export function describeRedisUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.protocol}//${parsed.hostname}:${parsed.port || "6379"}`;
-  } catch {
-    return "redis";
-  }
-}
-
 /** Rejects after `timeoutMs`; a late outcome of `command` is ignored. */
 function withTimeout<T>(command: Promise<T>, timeoutMs: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -76,32 +67,12 @@ function withTimeout<T>(command: Promise<T>, timeoutMs: number): Promise<T> {
   return Promise.race([command, timedOut]).finally(() => clearTimeout(timer));
 }
 
-/**
- * node-redis, loaded on first use: most deployments have no Redis, and loading it costs
- * ~4.5 MiB of heap and ~20 MiB of RSS in every process (measured).
- */
-function loadRedis(): typeof import("redis") {
-  return createRequire(import.meta.url)("redis") as typeof import("redis");
-}
-
 /** Creates the client and starts connecting in the background; never throws on Redis errors. */
 export function connectRedis(options: RedisConnectionOptions): RedisConnection {
-  const { createClient } = loadRedis();
   const { config, logger, metrics } = options;
   const now = options.monotonicNow ?? (() => performance.now());
-  const target = describeRedisUrl(config.url);
+  const target = describeRedisTarget(config);
   const connectTimeoutMs = Math.max(4 * config.commandTimeoutMs, MIN_CONNECT_TIMEOUT_MS);
-  const client = createClient({
-    url: config.url,
-    disableOfflineQueue: true,
-    socket: {
-      connectTimeout: connectTimeoutMs,
-      reconnectStrategy: (retries: number) =>
-        Math.min(RECONNECT_BASE_MS * 2 ** retries, RECONNECT_MAX_MS) +
-        Math.floor(Math.random() * RECONNECT_JITTER_MS),
-    },
-  });
-
   let current: RedisCacheState = "connecting";
   let closed = false;
   let skipUntilMs = 0;
@@ -138,19 +109,23 @@ export function connectRedis(options: RedisConnectionOptions): RedisConnection {
     );
   }
 
-  // Without an 'error' listener node-redis errors would crash the process.
-  client.on("error", (err: unknown) => markDown(err));
-  client.on("ready", () => markUp());
-  client.connect().catch(() => {
-    // Connection errors arrive through the 'error' listener; reconnecting goes on by itself.
-  });
+  const handle = openRedisClient(
+    config,
+    { onReady: markUp, onError: markDown },
+    {
+      connectTimeoutMs,
+      reconnectDelayMs: (retries) =>
+        Math.min(RECONNECT_BASE_MS * 2 ** retries, RECONNECT_MAX_MS) +
+        Math.floor(Math.random() * RECONNECT_JITTER_MS),
+    },
+  );
 
   // node-redis' own `timeout` command option only covers the wait before a command is written,
   // not the wait for its reply (a stopped or overloaded server), so bound each command here.
   const bounded = <T>(command: Promise<T>): Promise<T> =>
     withTimeout(command, config.commandTimeoutMs);
   const px = (ttlMs: number) => ({ type: "PX" as const, value: Math.max(1, Math.ceil(ttlMs)) });
-  const commands: RedisCommands = {
+  const commandsOf = (client: RedisClientLike): RedisCommands => ({
     get: (key) => bounded(client.get(key)),
     setNx: async (key, value, ttlMs) =>
       (await bounded(client.set(key, value, { condition: "NX", expiration: px(ttlMs) }))) === "OK",
@@ -159,7 +134,7 @@ export function connectRedis(options: RedisConnectionOptions): RedisConnection {
     },
     deleteIfEquals: async (key, value) =>
       (await bounded(client.eval(DELETE_IF_EQUALS, { keys: [key], arguments: [value] }))) === 1,
-  };
+  });
 
   async function waitForFirstAttempt(): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
@@ -177,12 +152,13 @@ export function connectRedis(options: RedisConnectionOptions): RedisConnection {
       // A cold replica waits for its first connection (refused: at once; unanswered: up to the
       // connect timeout) so that a burst right after a rollout still makes one token request.
       if (current === "connecting") await waitForFirstAttempt();
-      if (!client.isReady) throw new RedisUnavailableError("redis is not connected");
+      const client = handle.client();
+      if (!client || !handle.isReady()) throw new RedisUnavailableError("redis is not connected");
       if (current === "down" && now() < skipUntilMs) {
         throw new RedisUnavailableError("redis failed recently; skipping it");
       }
       try {
-        const result = await work(commands);
+        const result = await work(commandsOf(client));
         markUp();
         return result;
       } catch (err) {
@@ -197,9 +173,7 @@ export function connectRedis(options: RedisConnectionOptions): RedisConnection {
       current = "down";
       settleFirstAttempt();
       metrics?.redisUp.set(0);
-      // close() waits for pending replies, which a stopped server never sends.
-      if (!client.isReady) client.destroy();
-      else await withTimeout(client.close(), config.commandTimeoutMs).catch(() => client.destroy());
+      await handle.close(config.commandTimeoutMs);
     },
   };
 }

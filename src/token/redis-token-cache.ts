@@ -5,8 +5,11 @@
  * a key derived from the client secret (redis-crypto.ts). Any Redis problem falls back to a local
  * fetch: a Redis outage never fails a request.
  *
- * Keys: `<prefix>token:<credentialKey>` (the encrypted token, PX = time to expiry) and
- * `<prefix>lock:<credentialKey>` (a random owner id, PX = lockTtlMs).
+ * Keys: `<prefix>token:{<credentialKey>}` (the encrypted token, PX = time to expiry) and
+ * `<prefix>lock:{<credentialKey>}` (a random owner id, PX = lockTtlMs). The braces are a Redis
+ * Cluster hash tag: only the credential key picks the slot, so a credential's token and lock
+ * live on one node and the lock script (which touches one key) can run anywhere. The same keys
+ * are used on a single node and behind Sentinel.
  */
 
 import { randomBytes } from "node:crypto";
@@ -54,6 +57,16 @@ const defaultSleep = (ms: number, signal?: AbortSignal): Promise<void> =>
   delay(ms, undefined, { signal }).catch((err: unknown) => {
     throw signal?.aborted ? signal.reason : err;
   });
+
+/** The Redis key of a credential's token; `{…}` is the cluster hash tag (see above). */
+export function tokenKeyOf(keyPrefix: string, credentialKey: string): string {
+  return `${keyPrefix}token:{${credentialKey}}`;
+}
+
+/** The Redis key of a credential's fetch lock, in the same slot as its token. */
+export function lockKeyOf(keyPrefix: string, credentialKey: string): string {
+  return `${keyPrefix}lock:{${credentialKey}}`;
+}
 
 /** Creates the shared cache and starts connecting to Redis in the background. */
 export function createRedisTokenCache(options: RedisTokenCacheOptions): SharedTokenCache {
@@ -128,8 +141,8 @@ export function createRedisTokenCache(options: RedisTokenCacheOptions): SharedTo
     const slot: Slot = {
       args,
       aesKey: deriveTokenKey(args.secret, args.credentialKey),
-      tokenKey: `${config.keyPrefix}token:${args.credentialKey}`,
-      lockKey: `${config.keyPrefix}lock:${args.credentialKey}`,
+      tokenKey: tokenKeyOf(config.keyPrefix, args.credentialKey),
+      lockKey: lockKeyOf(config.keyPrefix, args.credentialKey),
       lockOwner: randomBytes(16).toString("hex"),
     };
     const maxWaitMs = MAX_WAIT_LOCK_TTLS * config.lockTtlMs;

@@ -35,7 +35,8 @@ export function hasRedisServer(): boolean {
 /** Skip Redis suites only on a developer machine without redis-server; CI must have it. */
 export const skipWithoutRedis = !hasRedisServer() && !process.env.CI;
 
-async function freePort(): Promise<number> {
+/** A port nobody listens on right now (another process may take it before we do). */
+export async function freePort(): Promise<number> {
   const server = createServer();
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
@@ -45,7 +46,8 @@ async function freePort(): Promise<number> {
   return address.port;
 }
 
-function ping(port: number): Promise<boolean> {
+/** True when a Redis (or a sentinel) on `port` answers PING. */
+export function ping(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ host: "127.0.0.1", port });
     let answer = "";
@@ -58,7 +60,8 @@ function ping(port: number): Promise<boolean> {
     socket.on("connect", () => socket.write("PING\r\n"));
     socket.on("data", (chunk) => {
       answer += chunk.toString("latin1");
-      if (answer.includes("\r\n")) done(answer.startsWith("+PONG"));
+      // A server with requirepass answers -NOAUTH: up all the same.
+      if (answer.includes("\r\n")) done(/^(\+PONG|-NOAUTH)/.test(answer));
     });
   });
 }
@@ -68,7 +71,8 @@ function spawnRedis(port: number): ChildProcess {
   return spawn("redis-server", [...args, "--dir", tmpdir(), "--logfile", ""], { stdio: "ignore" });
 }
 
-async function waitUntilAnswering(child: ChildProcess, port: number): Promise<void> {
+/** Waits up to 5 s for `child` to answer PING on `port`; kills it if it never does. */
+export async function waitUntilAnswering(child: ChildProcess, port: number): Promise<void> {
   const deadline = Date.now() + 5_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) {
@@ -81,7 +85,11 @@ async function waitUntilAnswering(child: ChildProcess, port: number): Promise<vo
   throw new Error(`redis-server did not answer PING on port ${port}`);
 }
 
-async function endProcess(child: ChildProcess | undefined, signal: NodeJS.Signals): Promise<void> {
+/** Sends `signal` and resolves when the process has exited (at once if it already has). */
+export async function endProcess(
+  child: ChildProcess | undefined,
+  signal: NodeJS.Signals,
+): Promise<void> {
   if (!child || child.exitCode !== null || child.signalCode !== null) return;
   const exited = once(child, "exit");
   child.kill(signal);

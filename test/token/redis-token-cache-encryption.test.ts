@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
+import { createRedisTokenCache, tokenKeyOf } from "../../src/token/redis-token-cache.js";
 import type { SharedTokenCache } from "../../src/token/redis-types.js";
 import {
   issueSharedToken,
@@ -39,15 +39,15 @@ describe.skipIf(skipWithoutRedis)("redis token cache: what Redis can see", () =>
 
     const keys = await rawClient().keys(`${config.keyPrefix}*`);
     // The lock was released after storing.
-    expect(keys).toEqual([`${config.keyPrefix}token:cred-1`]);
-    const stored = await rawClient().get(`${config.keyPrefix}token:cred-1`);
+    expect(keys).toEqual([tokenKeyOf(config.keyPrefix, "cred-1")]);
+    const stored = await rawClient().get(tokenKeyOf(config.keyPrefix, "cred-1"));
     expect(stored).toMatch(/^[A-Za-z0-9+/]+=*$/);
     const decoded = Buffer.from(stored ?? "", "base64").toString("latin1");
     for (const text of [stored ?? "", decoded, keys.join(" ")]) {
       expect(text).not.toContain(ACCESS_TOKEN);
       expect(text).not.toContain(SECRET);
     }
-    const ttlMs = await rawClient().pTTL(`${config.keyPrefix}token:cred-1`);
+    const ttlMs = await rawClient().pTTL(tokenKeyOf(config.keyPrefix, "cred-1"));
     expect(ttlMs).toBeGreaterThan(55_000);
     expect(ttlMs).toBeLessThanOrEqual(60_000);
   });
@@ -86,7 +86,7 @@ describe.skipIf(skipWithoutRedis)("redis token cache: what Redis can see", () =>
         fetchFromIdp: async () => issue(`token-${++fetches}`),
       });
     await get();
-    const key = `${config.keyPrefix}token:cred-3`;
+    const key = tokenKeyOf(config.keyPrefix, "cred-3");
     const bytes = Buffer.from((await rawClient().get(key)) ?? "", "base64");
     bytes[bytes.length - 1] = (bytes[bytes.length - 1] ?? 0) ^ 0xff;
     await rawClient().set(key, bytes.toString("base64"), {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
+import { createRedisTokenCache, lockKeyOf } from "../../src/token/redis-token-cache.js";
 import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
 import {
   issueSharedToken,
@@ -35,7 +35,7 @@ describe.skipIf(skipWithoutRedis)("redis token cache: the cross-replica lock", (
     const log = recordingLogger();
     const replicas = [0, 1, 2].map(() => createRedisTokenCache({ config, logger: log.logger }));
     caches.push(...replicas);
-    const lockKey = `${config.keyPrefix}lock:cred`;
+    const lockKey = lockKeyOf(config.keyPrefix, "cred");
     const get = (
       cache: SharedTokenCache,
       fetchFromIdp: () => Promise<SharedToken>,
