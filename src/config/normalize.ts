@@ -49,7 +49,15 @@ export const DEFAULTS = {
     forwardedHeaders: false,
     replayBodyLimit: "1MiB",
     connections: 128,
-    timeouts: { connect: "10s", responseHeaders: "30s", bodyIdle: "60s", idleConnection: "4s" },
+    timeouts: {
+      connect: "10s",
+      responseHeaders: "30s",
+      bodyIdle: "60s",
+      idleConnection: "4s",
+      upgradeIdle: "10m",
+    },
+    upgrades: ["websocket"] as readonly string[],
+    http2: false,
     token: {
       defaultExpiresIn: "600s",
       refreshWindow: [0.75, 0.85] as const,
@@ -201,7 +209,10 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
       responseHeadersMs: parseDurationMs(timeouts.responseHeaders ?? D.timeouts.responseHeaders),
       bodyIdleMs: parseDurationMs(timeouts.bodyIdle ?? D.timeouts.bodyIdle),
       idleConnectionMs: parseDurationMs(timeouts.idleConnection ?? D.timeouts.idleConnection),
+      upgradeIdleMs: parseDurationMs(timeouts.upgradeIdle ?? D.timeouts.upgradeIdle),
     },
+    upgrades: (u.upgrades ?? D.upgrades).map((name) => name.toLowerCase()),
+    http2: u.http2 ?? D.http2,
   };
 }
 

@@ -114,6 +114,11 @@ export const Timeouts = T.Object(
      * does not announce its own limit (`Keep-Alive: timeout=N` always wins). Default "4s".
      */
     idleConnection: T.Optional(Duration),
+    /**
+     * An upgraded connection (WebSocket) with no byte in either direction for this long is
+     * closed on both sides. Default "10m".
+     */
+    upgradeIdle: T.Optional(Duration),
   },
   { additionalProperties: false },
 );
@@ -175,6 +180,18 @@ export const Upstream = T.Object(
     /** Keep-alive connections per upstream origin. Default 128. */
     connections: T.Optional(T.Integer({ minimum: 1, maximum: 65535 })),
     timeouts: T.Optional(Timeouts),
+    /**
+     * Protocols a client may switch to with `Upgrade` (RFC 9110 §7.8), compared case-insensitively;
+     * the connection is then relayed byte for byte. `[]` refuses WebSocket with 501
+     * `upgrade_not_allowed`; other unlisted protocols are ignored (a plain request). Default
+     * ["websocket"].
+     */
+    upgrades: T.Optional(T.Array(T.String({ pattern: HeaderName }), { uniqueItems: true })),
+    /**
+     * Offer HTTP/2 to the upstream (TLS ALPN): requests share multiplexed connections instead of
+     * a pool of HTTP/1.1 ones. Upgrades always use HTTP/1.1. Default false.
+     */
+    http2: T.Optional(T.Boolean()),
     token: T.Optional(TokenSettings),
   },
   { additionalProperties: false },

@@ -78,7 +78,13 @@ export interface UpstreamConfig {
     responseHeadersMs: number;
     bodyIdleMs: number;
     idleConnectionMs: number;
+    /** Longest silence on an upgraded (WebSocket) connection. */
+    upgradeIdleMs: number;
   };
+  /** Upgrade protocols relayed, lowercase (see schema.ts `upgrades`). */
+  upgrades: readonly string[];
+  /** Offer HTTP/2 to the upstream (ALPN). */
+  http2: boolean;
 }
 
 export interface LimitsConfig {

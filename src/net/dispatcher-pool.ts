@@ -12,6 +12,11 @@ export interface DispatcherPool {
   forUpstream(upstream: UpstreamConfig): Dispatcher;
   /** Same settings, but used only with `reset: true`: never hands out a reused connection. */
   forFreshConnection(upstream: UpstreamConfig): Dispatcher;
+  /**
+   * The dispatcher for an upstream's Upgrade requests: HTTP/1.1 always (an upgrade is an
+   * HTTP/1.1 mechanism, RFC 9110 §7.8); the same one as `forUpstream` unless `http2` is on.
+   */
+  forUpgrade(upstream: UpstreamConfig): Dispatcher;
   /** The dispatcher for an upstream's token endpoint (its own TLS settings, see `token.tls`). */
   forTokenEndpoint(upstream: UpstreamConfig): Dispatcher;
   /** Close every dispatcher; errors are ignored (this runs at shutdown). */
@@ -21,7 +26,12 @@ export interface DispatcherPool {
 /** Create the pool; dispatchers are built on first use and shared by equal settings. */
 export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): DispatcherPool {
   const dispatchers = new Map<string, Dispatcher>();
-  const get = (upstream: UpstreamConfig, tls: UpstreamTls, purpose = "pooled"): Dispatcher => {
+  const get = (
+    upstream: UpstreamConfig,
+    tls: UpstreamTls,
+    purpose = "pooled",
+    allowH2 = false,
+  ): Dispatcher => {
     const settings: DispatcherOptions = {
       tls,
       connections: upstream.connections,
@@ -30,6 +40,7 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
       bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
       idleConnectionMs: upstream.timeouts.idleConnectionMs,
       egressProxy: config.egressProxy,
+      allowH2,
     };
     const key = JSON.stringify([purpose, settings]);
     let dispatcher = dispatchers.get(key);
@@ -40,8 +51,9 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
     return dispatcher;
   };
   return {
-    forUpstream: (upstream) => get(upstream, upstream.tls),
-    forFreshConnection: (upstream) => get(upstream, upstream.tls, "fresh"),
+    forUpstream: (upstream) => get(upstream, upstream.tls, "pooled", upstream.http2),
+    forFreshConnection: (upstream) => get(upstream, upstream.tls, "fresh", upstream.http2),
+    forUpgrade: (upstream) => get(upstream, upstream.tls),
     forTokenEndpoint: (upstream) => get(upstream, upstream.token.tls),
     async close() {
       await Promise.all([...dispatchers.values()].map((d) => d.close().catch(() => {})));

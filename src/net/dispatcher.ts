@@ -20,6 +20,11 @@ export interface DispatcherOptions {
   bodyTimeoutMs: number;
   /** Idle keep-alive connections close after this unless the server announces a limit. */
   idleConnectionMs: number;
+  /**
+   * Offer HTTP/2 in the TLS handshake (ALPN h2, http/1.1): an upstream that picks h2 gets
+   * multiplexed streams on one connection. Default false.
+   */
+  allowH2?: boolean | undefined;
   /** Explicitly configured egress proxy; environment HTTP(S)_PROXY is ignored on purpose. */
   egressProxy: string | undefined;
   /** NODE_EXTRA_CA_CERTS value; injected so tests control it. */
@@ -82,6 +87,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     headersTimeout: options.headersTimeoutMs,
     bodyTimeout: options.bodyTimeoutMs,
     keepAliveTimeout: options.idleConnectionMs,
+    allowH2: options.allowH2 === true,
     // No redirect interceptor: undici 7 never follows redirects without one, and a token must
     // never follow a redirect to another host (undici CVE history).
   };

@@ -80,7 +80,10 @@ describe("defaults", () => {
             responseHeadersMs: 30_000,
             bodyIdleMs: 60_000,
             idleConnectionMs: 4_000,
+            upgradeIdleMs: 600_000,
           },
+          upgrades: ["websocket"],
+          http2: false,
         },
       ],
     };
