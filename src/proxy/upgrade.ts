@@ -100,7 +100,15 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
     const client = socket as Socket;
     // Node removed its own error listener when it handed the socket over.
     client.on("error", ignore);
-    whenConnectionIdle(client, () => handle(req, client, head));
+    whenConnectionIdle(client, () => {
+      try {
+        handle(req, client, head);
+      } catch (err) {
+        // Never an exception into Node's parser callbacks: it would end the process.
+        deps.logger.error({ err }, "upgrade handler failed");
+        client.destroy();
+      }
+    });
   }) as UpgradeHandler;
 
   function handle(req: IncomingMessage, client: Socket, head: Buffer): void {

@@ -83,6 +83,7 @@ describe("answers to Upgrade requests other than 101", () => {
         ws: tokens,
         closed: createStubTokens(),
         plain: createStubTokens(),
+        slow: createStubTokens(),
         down: downTokens,
         gone: createStubTokens(),
       },
@@ -101,6 +102,7 @@ describe("answers to Upgrade requests other than 101", () => {
             upgrades: [],
           },
           { name: "plain", baseUrl: plain.origin, match: { pathPrefix: "/echo" } },
+          { name: "slow", baseUrl: plain.origin, match: { pathPrefix: "/slow-headers" } },
           { name: "down", baseUrl: upstream.origin, match: { pathPrefix: "/down" } },
           {
             name: "gone",
@@ -219,5 +221,18 @@ describe("answers to Upgrade requests other than 101", () => {
       `POST /ws/body HTTP/1.1\r\nContent-Length: 2\r\n${HANDSHAKE}ab`,
     );
     expect(exchange.responses[0]?.status).toBe(400);
+  });
+
+  it("an Upgrade pipelined behind a slow request is answered after it, never inside it", async () => {
+    const exchange = await rawRequest(
+      proxy.port,
+      "GET /slow-headers/300 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" +
+        `GET /ws/pipelined HTTP/1.1\r\nAuthorization: x\r\n${HANDSHAKE}`,
+      { timeoutMs: 2_000 },
+    );
+    const [first, second] = exchange.responses;
+    expect(first?.status).toBe(200);
+    expect(first?.body).toBe("late");
+    expect(second?.status).toBe(101);
   });
 });

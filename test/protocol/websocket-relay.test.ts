@@ -199,3 +199,28 @@ describe("WebSocket relay with injected credentials", () => {
     await eventually(() => upstream.closes.length > before, 5_000, "server saw the close");
   });
 });
+
+describe("shutdown with upgraded connections open", () => {
+  it("close() ends them when its grace period is over, and returns", async () => {
+    const pki = await createTestPki();
+    const upstream = await startWsUpstream({ cert: pki.good });
+    const proxy = await startTestProxy({
+      caPem: pki.caPem,
+      tokens: { ws: createStubTokens() },
+      config: { upstreams: [{ name: "ws", baseUrl: upstream.origin }] },
+    });
+    try {
+      const ws = await open(`ws://127.0.0.1:${proxy.port}/ws`);
+      const done = closed(ws);
+      const started = Date.now();
+      // The harness gives in-flight work 1 s.
+      await proxy.close();
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect((await done).code).toBe(1006);
+      await eventually(() => upstream.openSockets() === 0, 5_000, "upstream sockets closed");
+    } finally {
+      await proxy.close();
+      await upstream.close();
+    }
+  });
+});
