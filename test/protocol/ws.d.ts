@@ -24,7 +24,11 @@ declare module "ws" {
     constructor(address: string, options?: ClientOptions);
     readonly readyState: 0 | 1 | 2 | 3;
     readonly protocol: string;
-    send(data: string | Buffer, options?: { binary?: boolean }, cb?: (err?: Error) => void): void;
+    send(
+      data: string | Buffer | ArrayBuffer | Buffer[],
+      options?: { binary?: boolean },
+      cb?: (err?: Error) => void,
+    ): void;
     send(data: string | Buffer, cb?: (err?: Error) => void): void;
     close(code?: number, reason?: string): void;
     terminate(): void;
