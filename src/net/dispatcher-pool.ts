@@ -34,7 +34,9 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
   ): Dispatcher => {
     const settings: DispatcherOptions = {
       tls,
-      connections: upstream.connections,
+      // HTTP/2: one connection carries every request as a stream. undici's pool would open
+      // another whenever requests queue for a moment (a burst), so it is capped at one.
+      connections: allowH2 ? 1 : upstream.connections,
       connectTimeoutMs: upstream.timeouts.connectMs,
       headersTimeoutMs: upstream.timeouts.responseHeadersMs,
       bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
