@@ -116,6 +116,8 @@ export async function measureCell({ competitor, caseDef, round, settings, upstre
     cpuSecondsPer10k: measured && load.requests > 0 ? (cpuSeconds / load.requests) * 10_000 : null,
     peakRssMiB: measured ? peakRssBytes / MIB : null,
     upstream: seen,
+    // TLS connections the upstream saw during the cell (nginx upstream only).
+    upstreamConnections: seen.connections ?? null,
     problems: [],
   };
   if (loadError)

@@ -44,6 +44,7 @@ export async function startNodeUpstream({ core, certs, control }) {
 export async function startNginxUpstream({ core, certs, control, nginxPath, dir, port }) {
   const wwwDir = join(dir, "www");
   const authLog = join(dir, "auth.log");
+  const connLog = join(dir, "conn.log");
   await mkdir(wwwDir, { recursive: true });
   await chmod(dir, 0o755);
   await chmod(wwwDir, 0o755);
@@ -57,6 +58,7 @@ export async function startNginxUpstream({ core, certs, control, nginxPath, dir,
       dir,
       wwwDir,
       authLog,
+      connLog,
       port,
       certFile: certs.certFile,
       keyFile: certs.keyFile,
@@ -81,7 +83,10 @@ export async function startNginxUpstream({ core, certs, control, nginxPath, dir,
       if (c === 66) bearer++;
       else if (c === 80) plain++;
     }
-    return { total: bearer + plain, bearer, plain };
+    // Distinct connection serial numbers: one per TLS connection (= full handshake) used.
+    const serials = new Set((await readFile(connLog, "latin1").catch(() => "")).split("\n"));
+    serials.delete("");
+    return { total: bearer + plain, bearer, plain, connections: serials.size };
   }
 
   return {
@@ -91,7 +96,8 @@ export async function startNginxUpstream({ core, certs, control, nginxPath, dir,
     url,
     stats,
     // nginx opens its logs with O_APPEND, so truncating in place is a clean reset.
-    reset: () => truncate(authLog, 0).catch(() => {}),
+    reset: () =>
+      Promise.all([truncate(authLog, 0).catch(() => {}), truncate(connLog, 0).catch(() => {})]),
     stop: () => stopChild(child),
   };
 }
