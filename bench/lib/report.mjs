@@ -71,8 +71,8 @@ function latencyTable(caseSummary, order) {
 /** bearer-proxy with `http2: true` against itself over HTTP/1.1, case by case. */
 function http2Table(summary, cases) {
   const rows = [
-    "| case | HTTP/1.1 req/s | HTTP/2 req/s | req/s ×h1 | CPU s/10k h1 | CPU s/10k h2 | per CPU-s ×h1 | p99 ms h1 / h2 | TLS connections to the upstream per cell h1 / h2 |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| case | HTTP/1.1 req/s | HTTP/2 req/s | req/s ×h1 | CPU s/10k h1 | CPU s/10k h2 | per CPU-s ×h1 | p99 ms h1 / h2 | upstream connections used per cell h1 / h2 | TLS handshakes to the upstream per cell h1 / h2 |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const c of cases) {
     const h1 = summary[c.key]?.["bearer-proxy"];
@@ -82,7 +82,8 @@ function http2Table(summary, cases) {
       `| ${c.key} | ${withRange(h1.rps)} | ${withRange(h2.rps)} | ${ratio(h2.rpsVsBearerProxy)} | ` +
         `${num(h1.cpuSecondsPer10k.median, 3)} | ${num(h2.cpuSecondsPer10k.median, 3)} | ${ratio(h2.perCpuVsBearerProxy)} | ` +
         `${num(h1.p99Ms.median, 2)} / ${num(h2.p99Ms.median, 2)} | ` +
-        `${withRange(h1.upstreamConnections)} / ${withRange(h2.upstreamConnections)} |`,
+        `${withRange(h1.upstreamConnections)} / ${withRange(h2.upstreamConnections)} | ` +
+        `${withRange(h1.upstreamHandshakes)} / ${withRange(h2.upstreamHandshakes)} |`,
     );
   }
   return rows.length > 2 ? rows.join("\n") : null;
@@ -169,8 +170,9 @@ export function renderMarkdown({ meta, summary, cases, token, targets, order, pr
       "## HTTP/2 to the upstream (`upstreams[].http2`)",
       "",
       "bearer-proxy with `http2: true` against itself over HTTP/1.1, ratios within each round. " +
-        "TLS connections are the distinct connections the upstream (nginx) served a request on " +
-        "during the cell: each one cost a full TLS handshake.",
+        "Connections used: distinct connections the upstream (nginx) served a request on during " +
+        "the cell; handshakes: those of them opened during the cell (each a full TLS handshake; " +
+        "the others were kept alive from earlier cells).",
       "",
       h2,
       "",

@@ -80,6 +80,7 @@ export function summarize(cells, competitorKeys) {
           ratiosWithin(caseCells, key, "bearer-proxy", "cpuSecondsPer10k"),
         ),
         upstreamConnections: spread(own.map((c) => c.upstreamConnections)),
+        upstreamHandshakes: spread(own.map((c) => c.upstreamHandshakes)),
         addedP50Ms: differencesWithin(caseCells, key, "direct", "p50Ms"),
         addedP99Ms: differencesWithin(caseCells, key, "direct", "p99Ms"),
         typicalSecondP99Ms: spread(own.map((c) => c.typicalSecondP99Ms)),

@@ -76,6 +76,20 @@ export function buildTlsOptions(tls: UpstreamTls, extraCaCertsFile: string | und
   return options;
 }
 
+/**
+ * undici sends a non-idempotent request (POST, PATCH) on an HTTP/2 connection only when no other
+ * request is in flight on it (client-h2 `busy`), so that a failing session can't take a
+ * retryable request down with it. With one multiplexed connection that serialises every POST
+ * behind all other traffic. The proxy never retries a non-idempotent request on its own
+ * (forward.ts), so the caution buys nothing here: requests are marked idempotent for the
+ * dispatcher's scheduling only. Streamed bodies still wait (undici keeps that check).
+ */
+class MultiplexingAgent extends Agent {
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
+    return super.dispatch({ ...options, idempotent: true }, handler);
+  }
+}
+
 /** An Agent (or ProxyAgent with `egressProxy`) that verifies certificates and never follows redirects. */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const connect = {
@@ -94,5 +108,6 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   if (options.egressProxy) {
     return new ProxyAgent({ uri: options.egressProxy, requestTls: connect, ...common });
   }
+  if (options.allowH2) return new MultiplexingAgent({ connect, ...common });
   return new Agent({ connect, ...common });
 }

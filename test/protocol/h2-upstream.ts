@@ -18,7 +18,8 @@ import type { ServerCertificate } from "../helpers/tls.js";
  * Routes: `/echo…` JSON {method, url, httpVersion, headers, bodyLength, bodySha256};
  * `/download/<n>` n bytes streamed with backpressure; `/once-401/…` 401 to the Authorization seen
  * first on that path, 200 to any other; `/reset` the stream is reset before any
- * answer; `/slow/<ms>` answers after ms; anything else 404.
+ * answer; `/slow/<ms>` answers after ms; `/barrier/<n>` answers once n requests are in flight
+ * together (or after 2 s) with how many were; anything else 404.
  */
 export interface H2Upstream {
   origin: string;
@@ -37,6 +38,7 @@ export async function startH2Upstream(options: {
 }): Promise<H2Upstream> {
   const requests: H2Upstream["requests"] = [];
   const firstAuthorization = new Map<string, string>();
+  const barrier: Http2ServerResponse[] = [];
   let handshakes = 0;
   let sessions = 0;
   const server = createSecureServer({
@@ -108,6 +110,21 @@ export async function startH2Upstream(options: {
       }
       res.writeHead(200, { "content-type": "text/plain" });
       res.end("second token accepted");
+      return;
+    }
+    if (path.startsWith("/barrier/")) {
+      // Answers once `n` requests are in flight together (or after 2 s): how many there were.
+      const n = Number(path.slice("/barrier/".length));
+      req.resume();
+      req.on("end", () => {
+        barrier.push(res);
+        const release = () => {
+          const group = barrier.splice(0);
+          for (const r of group) r.end(JSON.stringify({ together: group.length }));
+        };
+        if (barrier.length >= n) release();
+        else setTimeout(release, 2_000).unref();
+      });
       return;
     }
     if (path === "/reset") {

@@ -56,6 +56,12 @@ describe("HTTP/2 to the upstream", () => {
             baseUrl: h2.origin,
             apiVersion: "scripting-preview",
             replayBodyLimit: "64KiB",
+          },
+          {
+            ...common,
+            name: "h2-slow",
+            baseUrl: h2.origin,
+            match: { pathPrefix: "/slow" },
             timeouts: { responseHeaders: "500ms" },
           },
         ],
