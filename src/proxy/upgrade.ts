@@ -324,14 +324,21 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         return;
       }
       abortWait = new AbortController();
-      tokens.getToken(abortWait.signal).then(dispatch, (err: unknown) => {
-        if (finished) return;
-        const mapped = mapUpstreamError(err, upstream.name);
-        fail(mapped.code, mapped.message, {
-          retryAfterSeconds: mapped.retryAfterSeconds,
-          cause: err,
+      tokens
+        .getToken(abortWait.signal)
+        .then(dispatch, (err: unknown) => {
+          if (finished) return;
+          const mapped = mapUpstreamError(err, upstream.name);
+          fail(mapped.code, mapped.message, {
+            retryAfterSeconds: mapped.retryAfterSeconds,
+            cause: err,
+          });
+        })
+        // A bug after the token arrived must cost this request, never the process.
+        .catch((err: unknown) => {
+          deps.logger.error({ err, upstream: upstream.name }, "upgrade handler failed");
+          if (!finished && !upgraded) fail("internal_error", "internal error", { cause: err });
         });
-      });
     }
   }
 
