@@ -76,6 +76,9 @@ export function buildTlsOptions(tls: UpstreamTls, extraCaCertsFile: string | und
   return options;
 }
 
+/** Streams in flight at once on the one HTTP/2 connection of an upstream. */
+const H2_STREAMS_PER_CONNECTION = 100;
+
 /**
  * undici sends a non-idempotent request (POST, PATCH) on an HTTP/2 connection only when no other
  * request is in flight on it (client-h2 `busy`), so that a failing session can't take a
@@ -108,6 +111,11 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   if (options.egressProxy) {
     return new ProxyAgent({ uri: options.egressProxy, requestTls: connect, ...common });
   }
-  if (options.allowH2) return new MultiplexingAgent({ connect, ...common });
+  if (options.allowH2) {
+    // undici's Client defaults to one request at a time (pipelining 1) whatever the protocol: an
+    // HTTP/2 connection carries only as many streams at once as `pipelining` allows. 100 is
+    // undici's own H2CClient default and the usual server limit (SETTINGS_MAX_CONCURRENT_STREAMS).
+    return new MultiplexingAgent({ connect, ...common, pipelining: H2_STREAMS_PER_CONNECTION });
+  }
   return new Agent({ connect, ...common });
 }

@@ -61,6 +61,7 @@ describe("HTTP/2 to the upstream", () => {
             ...common,
             name: "h2-slow",
             baseUrl: h2.origin,
+            apiVersion: "scripting-preview",
             match: { pathPrefix: "/slow" },
             timeouts: { responseHeaders: "500ms" },
           },
@@ -129,6 +130,22 @@ describe("HTTP/2 to the upstream", () => {
     expect(res.statusCode).toBe(200);
     expect(echo.bodyLength).toBe(upload.length);
     expect(echo.bodySha256).toBe(sha256(upload));
+  });
+
+  it("concurrent GETs and POSTs are multiplexed, not sent one at a time", async () => {
+    for (const method of ["GET", "POST"] as const) {
+      const answers = await Promise.all(
+        Array.from({ length: 5 }, async () => {
+          const res = await request(`${app.url}/barrier/5`, {
+            dispatcher: client,
+            method,
+            ...(method === "POST" ? { body: "x".repeat(100) } : {}),
+          });
+          return ((await res.body.json()) as { together: number }).together;
+        }),
+      );
+      expect(answers, method).toEqual([5, 5, 5, 5, 5]);
+    }
   });
 
   it("an upstream 401 gets a new token and one replay", async () => {
