@@ -177,7 +177,7 @@ export const Upstream = T.Object(
     ),
     /** Largest request body kept so the request can be replayed after an upstream 401. Default "1MiB". */
     replayBodyLimit: T.Optional(ByteSize),
-    /** Keep-alive connections per upstream origin. Default 128. */
+    /** Keep-alive HTTP/1.1 connections per upstream origin (`http2: true` uses one). Default 128. */
     connections: T.Optional(T.Integer({ minimum: 1, maximum: 65535 })),
     timeouts: T.Optional(Timeouts),
     /**
