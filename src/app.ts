@@ -84,9 +84,11 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const pool = createDispatcherPool(config);
   const dispatcherOf = new Map<string, Dispatcher>();
   const freshDispatcherOf = new Map<string, Dispatcher>();
+  const upgradeDispatcherOf = new Map<string, Dispatcher>();
   for (const upstream of config.upstreams) {
     dispatcherOf.set(upstream.name, pool.forUpstream(upstream));
     freshDispatcherOf.set(upstream.name, pool.forFreshConnection(upstream));
+    upgradeDispatcherOf.set(upstream.name, pool.forUpgrade(upstream));
     pool.forTokenEndpoint(upstream);
   }
   const dispatcherFor = (name: string): Dispatcher => {
@@ -120,6 +122,8 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
         tokenFor: (name: string) => tokens.forUpstream(name),
         dispatcherFor,
         freshDispatcherFor: (name: string) => freshDispatcherOf.get(name) ?? dispatcherFor(name),
+        upgradeDispatcherFor: (name: string) =>
+          upgradeDispatcherOf.get(name) ?? dispatcherFor(name),
         metrics,
         logger,
         lifecycle,

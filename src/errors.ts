@@ -24,6 +24,8 @@ export const PROXY_ERROR_STATUS = {
   expectation_failed: 417,
   header_fields_too_large: 431,
   not_implemented: 501,
+  /** An `Upgrade: websocket` the upstream's `upgrades` list does not allow. */
+  upgrade_not_allowed: 501,
   upstream_unreachable: 502,
   upstream_tls_error: 502,
   upstream_reset: 502,

@@ -3,6 +3,8 @@
  * about the product is in this file:
  *   - `node dist/cli.js run --config FILE` starts the proxy from a YAML config (schema:
  *     src/config/schema.ts); it keeps running until SIGTERM;
+ *   - `upstreams[].http2: true` makes it speak HTTP/2 to the upstream (the `bearer-proxy-h2`
+ *     competitor);
  *   - `GET http://<admin>/readyz` answers 200 once it can serve (with `token.prefetch: false`,
  *     without holding a token yet);
  *   - bench/emulator-child.mjs runs dist/emulator/emulator.js (`startEmulator`), whose
@@ -64,6 +66,7 @@ export function renderBearerProxyConfig({
   emulator,
   caFile,
   prefetch,
+  http2 = false,
 }) {
   const config = {
     listen: { host: "127.0.0.1", port: listenPort },
@@ -79,6 +82,7 @@ export function renderBearerProxyConfig({
         clientId: "demo-client",
         clientSecret: "demo-secret",
         tls: { caFile },
+        ...(http2 ? { http2: true } : {}),
         ...(prefetch ? {} : { token: { prefetch: false } }),
       },
     ],
@@ -99,6 +103,7 @@ export async function startBearerProxy({
   control,
   prefetch = true,
   tag = "",
+  http2 = false,
 }) {
   const [listenPort, adminPort] = [await findFreePort(), await findFreePort()];
   const configFile = join(dir, `bearer-proxy${tag}.yaml`);
@@ -111,6 +116,7 @@ export async function startBearerProxy({
       emulator,
       caFile: certs.caFile,
       prefetch,
+      http2,
     }),
   );
   const spawnedAt = performance.now();
@@ -138,8 +144,8 @@ export async function startBearerProxy({
     );
   }
   return {
-    key: "bearer-proxy",
-    label: "bearer-proxy",
+    key: http2 ? "bearer-proxy-h2" : "bearer-proxy",
+    label: http2 ? "bearer-proxy (http2)" : "bearer-proxy",
     baseUrl: `http://127.0.0.1:${listenPort}`,
     adminUrl,
     injects: true,

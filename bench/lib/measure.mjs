@@ -116,6 +116,9 @@ export async function measureCell({ competitor, caseDef, round, settings, upstre
     cpuSecondsPer10k: measured && load.requests > 0 ? (cpuSeconds / load.requests) * 10_000 : null,
     peakRssMiB: measured ? peakRssBytes / MIB : null,
     upstream: seen,
+    // TLS connections the upstream served requests on, and opened, during the cell (nginx only).
+    upstreamConnections: seen.connections ?? null,
+    upstreamHandshakes: seen.handshakes ?? null,
     problems: [],
   };
   if (loadError)

@@ -5,6 +5,7 @@
 
 const LABELS = {
   "bearer-proxy": "bearer-proxy",
+  "bearer-proxy-h2": "bearer-proxy, http2",
   nginx: "nginx",
   undici: "undici forwarder",
   fastify: "fastify-http-proxy",
@@ -65,6 +66,27 @@ function latencyTable(caseSummary, order) {
     );
   }
   return rows.join("\n");
+}
+
+/** bearer-proxy with `http2: true` against itself over HTTP/1.1, case by case. */
+function http2Table(summary, cases) {
+  const rows = [
+    "| case | HTTP/1.1 req/s | HTTP/2 req/s | req/s ×h1 | CPU s/10k h1 | CPU s/10k h2 | per CPU-s ×h1 | p99 ms h1 / h2 | upstream connections used per cell h1 / h2 | TLS handshakes to the upstream per cell h1 / h2 |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ];
+  for (const c of cases) {
+    const h1 = summary[c.key]?.["bearer-proxy"];
+    const h2 = summary[c.key]?.["bearer-proxy-h2"];
+    if (!h1 || !h2) continue;
+    rows.push(
+      `| ${c.key} | ${withRange(h1.rps)} | ${withRange(h2.rps)} | ${ratio(h2.rpsVsBearerProxy)} | ` +
+        `${num(h1.cpuSecondsPer10k.median, 3)} | ${num(h2.cpuSecondsPer10k.median, 3)} | ${ratio(h2.perCpuVsBearerProxy)} | ` +
+        `${num(h1.p99Ms.median, 2)} / ${num(h2.p99Ms.median, 2)} | ` +
+        `${withRange(h1.upstreamConnections)} / ${withRange(h2.upstreamConnections)} | ` +
+        `${withRange(h1.upstreamHandshakes)} / ${withRange(h2.upstreamHandshakes)} |`,
+    );
+  }
+  return rows.length > 2 ? rows.join("\n") : null;
 }
 
 function tokenSection(token) {
@@ -139,6 +161,20 @@ export function renderMarkdown({ meta, summary, cases, token, targets, order, pr
         "An added p99 below zero means direct's run held the bigger stall (verdict NOISY).",
       "",
       latencyTable(summary.latency, order),
+      "",
+    );
+  }
+  const h2 = http2Table(summary, cases);
+  if (h2) {
+    parts.push(
+      "## HTTP/2 to the upstream (`upstreams[].http2`)",
+      "",
+      "bearer-proxy with `http2: true` against itself over HTTP/1.1, ratios within each round. " +
+        "Connections used: distinct connections the upstream (nginx) served a request on during " +
+        "the cell; handshakes: those of them opened during the cell (each a full TLS handshake; " +
+        "the others were kept alive from earlier cells).",
+      "",
+      h2,
       "",
     );
   }

@@ -3,7 +3,14 @@
  */
 import { parseArgs } from "node:util";
 
-export const ALL_COMPETITORS = ["bearer-proxy", "nginx", "undici", "fastify", "direct"];
+export const ALL_COMPETITORS = [
+  "bearer-proxy",
+  "bearer-proxy-h2",
+  "nginx",
+  "undici",
+  "fastify",
+  "direct",
+];
 export const ALL_CASES = ["small", "post64k", "early", "get1m", "latency"];
 
 const USAGE = `usage: node bench/run.mjs [--smoke] [options]

@@ -39,17 +39,31 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
   let emulator = null;
   const competitors = [];
 
-  const starters = {
-    "bearer-proxy": async () => {
-      const missing = bearerProxyMissing();
-      if (missing) {
-        problems.push(`bearer-proxy cannot run: ${missing}`);
-        return null;
-      }
+  /** bearer-proxy over HTTP/1.1 or HTTP/2 to the upstream; both share one token emulator. */
+  const bearerProxy = async (http2) => {
+    const missing = bearerProxyMissing();
+    if (missing) {
+      problems.push(`bearer-proxy cannot run: ${missing}`);
+      return null;
+    }
+    if (!emulator) {
       emulator = await startEmulatorProcess({ core: loadCore, certs });
       log(`token emulator on ${emulator.url}`);
-      return startBearerProxy({ core: proxyCore, upstream, emulator, certs, dir, control });
-    },
+    }
+    return startBearerProxy({
+      core: proxyCore,
+      upstream,
+      emulator,
+      certs,
+      dir,
+      control,
+      http2,
+      tag: http2 ? "-h2" : "",
+    });
+  };
+  const starters = {
+    "bearer-proxy": () => bearerProxy(false),
+    "bearer-proxy-h2": () => bearerProxy(true),
     nginx: async () => {
       if (!tools.nginx.path) {
         skipped.push(`nginx: ${tools.nginx.note}`);

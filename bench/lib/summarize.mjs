@@ -74,6 +74,13 @@ export function summarize(cells, competitorKeys) {
         // than req/s when other work on the machine steals the proxy core.
         perCpuVsNginx: inverse(ratiosWithin(caseCells, key, "nginx", "cpuSecondsPer10k")),
         perCpuVsUndici: inverse(ratiosWithin(caseCells, key, "undici", "cpuSecondsPer10k")),
+        // bearer-proxy over HTTP/2 against itself over HTTP/1.1, same round.
+        rpsVsBearerProxy: ratiosWithin(caseCells, key, "bearer-proxy", "rps"),
+        perCpuVsBearerProxy: inverse(
+          ratiosWithin(caseCells, key, "bearer-proxy", "cpuSecondsPer10k"),
+        ),
+        upstreamConnections: spread(own.map((c) => c.upstreamConnections)),
+        upstreamHandshakes: spread(own.map((c) => c.upstreamHandshakes)),
         addedP50Ms: differencesWithin(caseCells, key, "direct", "p50Ms"),
         addedP99Ms: differencesWithin(caseCells, key, "direct", "p99Ms"),
         typicalSecondP99Ms: spread(own.map((c) => c.typicalSecondP99Ms)),

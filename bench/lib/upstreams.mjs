@@ -44,6 +44,7 @@ export async function startNodeUpstream({ core, certs, control }) {
 export async function startNginxUpstream({ core, certs, control, nginxPath, dir, port }) {
   const wwwDir = join(dir, "www");
   const authLog = join(dir, "auth.log");
+  const connLog = join(dir, "conn.log");
   await mkdir(wwwDir, { recursive: true });
   await chmod(dir, 0o755);
   await chmod(wwwDir, 0o755);
@@ -57,6 +58,7 @@ export async function startNginxUpstream({ core, certs, control, nginxPath, dir,
       dir,
       wwwDir,
       authLog,
+      connLog,
       port,
       certFile: certs.certFile,
       keyFile: certs.keyFile,
@@ -81,7 +83,23 @@ export async function startNginxUpstream({ core, certs, control, nginxPath, dir,
       if (c === 66) bearer++;
       else if (c === 80) plain++;
     }
-    return { total: bearer + plain, bearer, plain };
+    // nginx numbers connections in order: a serial above the highest one seen before this
+    // cell is a connection opened (a full TLS handshake) during it.
+    const connText = await readFile(connLog, "latin1").catch(() => "");
+    const serials = new Set(connText.slice(connLogOffset).split("\n").filter(Boolean).map(Number));
+    let handshakes = 0;
+    for (const serial of serials) if (serial > maxSerialBefore) handshakes++;
+    return { total: bearer + plain, bearer, plain, connections: serials.size, handshakes };
+  }
+  let connLogOffset = 0;
+  let maxSerialBefore = 0;
+  /** Marks where this cell's connection log starts and the highest serial before it. */
+  async function markConnections() {
+    const connText = await readFile(connLog, "latin1").catch(() => "");
+    for (const line of connText.slice(connLogOffset).split("\n")) {
+      if (line) maxSerialBefore = Math.max(maxSerialBefore, Number(line));
+    }
+    connLogOffset = connText.length;
   }
 
   return {
@@ -91,7 +109,7 @@ export async function startNginxUpstream({ core, certs, control, nginxPath, dir,
     url,
     stats,
     // nginx opens its logs with O_APPEND, so truncating in place is a clean reset.
-    reset: () => truncate(authLog, 0).catch(() => {}),
+    reset: () => Promise.all([truncate(authLog, 0).catch(() => {}), markConnections()]),
     stop: () => stopChild(child),
   };
 }

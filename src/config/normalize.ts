@@ -68,7 +68,10 @@ export const DEFAULTS = {
       bodyIdle: "60s",
       idleConnection: "4s",
       queue: "5s",
+      upgradeIdle: "10m",
     },
+    upgrades: ["websocket"] as readonly string[],
+    http2: false,
     token: {
       defaultExpiresIn: "600s",
       refreshWindow: [0.75, 0.85] as const,
@@ -241,9 +244,12 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
       bodyIdleMs: parseDurationMs(timeouts.bodyIdle ?? D.timeouts.bodyIdle),
       idleConnectionMs: parseDurationMs(timeouts.idleConnection ?? D.timeouts.idleConnection),
       queueMs: parseDurationMs(timeouts.queue ?? D.timeouts.queue),
+      upgradeIdleMs: parseDurationMs(timeouts.upgradeIdle ?? D.timeouts.upgradeIdle),
     },
     maxRequestBodySizeBytes:
       u.maxRequestBodySize === undefined ? undefined : parseByteSize(u.maxRequestBodySize),
+    upgrades: (u.upgrades ?? D.upgrades).map((name) => name.toLowerCase()),
+    http2: u.http2 ?? D.http2,
   };
 }
 

@@ -126,6 +126,11 @@ export const Timeouts = T.Object(
     idleConnection: T.Optional(Duration),
     /** Longest wait for a free pooled connection to the upstream; beyond: 503. Default "5s". */
     queue: T.Optional(Duration),
+    /**
+     * An upgraded connection (WebSocket) with no byte in either direction for this long is
+     * closed on both sides. Default "10m".
+     */
+    upgradeIdle: T.Optional(Duration),
   },
   { additionalProperties: false },
 );
@@ -243,7 +248,7 @@ export const Upstream = T.Object(
     replayBodyLimit: T.Optional(ByteSize),
     /** Largest request body for this upstream; 0 for none. Default `limits.maxRequestBodySize`. */
     maxRequestBodySize: T.Optional(ByteSize),
-    /** Keep-alive connections per upstream origin. Default 128. */
+    /** Keep-alive HTTP/1.1 connections per upstream origin (`http2: true` uses one). Default 128. */
     connections: T.Optional(T.Integer({ minimum: 1, maximum: 65535 })),
     /**
      * Largest response header block accepted from the upstream (status line, fields, and trailers).
@@ -252,6 +257,18 @@ export const Upstream = T.Object(
      */
     maxResponseHeaderSize: T.Optional(ByteSize),
     timeouts: T.Optional(Timeouts),
+    /**
+     * Protocols a client may switch to with `Upgrade` (RFC 9110 §7.8), compared case-insensitively;
+     * the connection is then relayed byte for byte. `[]` refuses WebSocket with 501
+     * `upgrade_not_allowed`; other unlisted protocols are ignored (a plain request). Default
+     * ["websocket"].
+     */
+    upgrades: T.Optional(T.Array(T.String({ pattern: HeaderName }), { uniqueItems: true })),
+    /**
+     * Offer HTTP/2 to the upstream (TLS ALPN): requests share multiplexed connections instead of
+     * a pool of HTTP/1.1 ones. Upgrades always use HTTP/1.1. Default false.
+     */
+    http2: T.Optional(T.Boolean()),
     token: T.Optional(TokenSettings),
   },
   { additionalProperties: false },

@@ -119,9 +119,15 @@ export interface UpstreamConfig {
     idleConnectionMs: number;
     /** Longest wait for a free pooled connection (then 503 upstream_busy). */
     queueMs: number;
+    /** Longest silence on an upgraded (WebSocket) connection. */
+    upgradeIdleMs: number;
   };
   /** Largest request body for this upstream (0: none); undefined: `limits.maxRequestBodySizeBytes`. */
   maxRequestBodySizeBytes: number | undefined;
+  /** Upgrade protocols relayed, lowercase (see schema.ts `upgrades`). */
+  upgrades: readonly string[];
+  /** Offer HTTP/2 to the upstream (ALPN). */
+  http2: boolean;
 }
 
 export interface LimitsConfig {

@@ -12,6 +12,11 @@ export interface DispatcherPool {
   forUpstream(upstream: UpstreamConfig): Dispatcher;
   /** Same settings, but used only with `reset: true`: never hands out a reused connection. */
   forFreshConnection(upstream: UpstreamConfig): Dispatcher;
+  /**
+   * The dispatcher for an upstream's Upgrade requests: HTTP/1.1 always (an upgrade is an
+   * HTTP/1.1 mechanism, RFC 9110 §7.8); the same one as `forUpstream` unless `http2` is on.
+   */
+  forUpgrade(upstream: UpstreamConfig): Dispatcher;
   /** The dispatcher for an upstream's token endpoint (its own TLS settings, see `token.tls`). */
   forTokenEndpoint(upstream: UpstreamConfig): Dispatcher;
   /** Close every dispatcher; errors are ignored (this runs at shutdown). */
@@ -25,19 +30,22 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
     upstream: UpstreamConfig,
     tls: UpstreamTls,
     purpose = "pooled",
-    reloadClientCertificate = false,
+    { allowH2 = false, reloadClientCertificate = false } = {},
   ): Dispatcher => {
     const settings: DispatcherOptions = {
       // Shared with the token endpoint's dispatcher when the settings match: harmless there.
       maxResponseHeaderSizeBytes: upstream.maxResponseHeaderSizeBytes,
       tls,
-      connections: upstream.connections,
+      // HTTP/2: one connection carries every request as a stream. undici's pool would open
+      // another whenever requests queue for a moment (a burst), so it is capped at one.
+      connections: allowH2 ? 1 : upstream.connections,
       connectTimeoutMs: upstream.timeouts.connectMs,
       headersTimeoutMs: upstream.timeouts.responseHeadersMs,
       bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
       idleConnectionMs: upstream.timeouts.idleConnectionMs,
       egressProxy: config.egressProxy,
       ...(reloadClientCertificate ? { reloadClientCertificate } : {}),
+      allowH2,
     };
     const key = JSON.stringify([purpose, settings]);
     let dispatcher = dispatchers.get(key);
@@ -48,16 +56,15 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
     return dispatcher;
   };
   return {
-    forUpstream: (upstream) => get(upstream, upstream.tls),
-    forFreshConnection: (upstream) => get(upstream, upstream.tls, "fresh"),
+    forUpstream: (upstream) => get(upstream, upstream.tls, "pooled", { allowH2: upstream.http2 }),
+    forFreshConnection: (upstream) =>
+      get(upstream, upstream.tls, "fresh", { allowH2: upstream.http2 }),
+    forUpgrade: (upstream) => get(upstream, upstream.tls),
     forTokenEndpoint: (upstream) =>
-      get(
-        upstream,
-        upstream.token.tls,
-        "pooled",
+      get(upstream, upstream.token.tls, "pooled", {
         // tls-client-auth: the certificate is the credential, and rotates like one.
-        upstream.token.clientAuth === "tls-client-auth",
-      ),
+        reloadClientCertificate: upstream.token.clientAuth === "tls-client-auth",
+      }),
     async close() {
       await Promise.all([...dispatchers.values()].map((d) => d.close().catch(() => {})));
     },

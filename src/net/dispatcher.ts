@@ -22,6 +22,11 @@ export interface DispatcherOptions {
   bodyTimeoutMs: number;
   /** Idle keep-alive connections close after this unless the server announces a limit. */
   idleConnectionMs: number;
+  /**
+   * Offer HTTP/2 in the TLS handshake (ALPN h2, http/1.1): an upstream that picks h2 gets
+   * multiplexed streams on one connection. Default false.
+   */
+  allowH2?: boolean | undefined;
   /** Explicitly configured egress proxy; environment HTTP(S)_PROXY is ignored on purpose. */
   egressProxy: string | undefined;
   /**
@@ -83,6 +88,23 @@ export function buildTlsOptions(tls: UpstreamTls, extraCaCertsFile: string | und
   return options;
 }
 
+/** Streams in flight at once on the one HTTP/2 connection of an upstream. */
+const H2_STREAMS_PER_CONNECTION = 100;
+
+/**
+ * undici sends a non-idempotent request (POST, PATCH) on an HTTP/2 connection only when no other
+ * request is in flight on it (client-h2 `busy`), so that a failing session can't take a
+ * retryable request down with it. With one multiplexed connection that serialises every POST
+ * behind all other traffic. The proxy never retries a non-idempotent request on its own
+ * (forward.ts), so the caution buys nothing here: requests are marked idempotent for the
+ * dispatcher's scheduling only. Streamed bodies still wait (undici keeps that check).
+ */
+class MultiplexingAgent extends Agent {
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
+    return super.dispatch({ ...options, idempotent: true }, handler);
+  }
+}
+
 /** An Agent (or ProxyAgent with `egressProxy`) that verifies certificates and never follows redirects. */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const connect = {
@@ -97,6 +119,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     ...(options.maxResponseHeaderSizeBytes
       ? { maxHeaderSize: options.maxResponseHeaderSizeBytes }
       : {}),
+    allowH2: options.allowH2 === true,
     // No redirect interceptor: undici 7 never follows redirects without one, and a token must
     // never follow a redirect to another host (undici CVE history).
   };
@@ -111,6 +134,12 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       timeout: options.connectTimeoutMs,
     }));
     return new Agent({ connect: reloading, ...common });
+  }
+  if (options.allowH2) {
+    // undici's Client defaults to one request at a time (pipelining 1) whatever the protocol: an
+    // HTTP/2 connection carries only as many streams at once as `pipelining` allows. 100 is
+    // undici's own H2CClient default and the usual server limit (SETTINGS_MAX_CONCURRENT_STREAMS).
+    return new MultiplexingAgent({ connect, ...common, pipelining: H2_STREAMS_PER_CONNECTION });
   }
   // Keeps an upstream's early answer when it resets the connection mid-upload (issue 15).
   return new Agent({ connect: createUpstreamConnector(connect), ...common });

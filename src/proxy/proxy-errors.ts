@@ -72,6 +72,12 @@ const RESET_CODES = new Set([
   "UND_ERR_DESTROYED",
   "UND_ERR_RES_CONTENT_LENGTH_MISMATCH",
   "UND_ERR_INFO",
+  // HTTP/2 (upstreams[].http2): the stream or the whole session was reset or went away.
+  "ERR_HTTP2_STREAM_ERROR",
+  "ERR_HTTP2_SESSION_ERROR",
+  "ERR_HTTP2_GOAWAY_SESSION",
+  "ERR_HTTP2_STREAM_CANCEL",
+  "ERR_HTTP2_INVALID_SESSION",
 ]);
 
 /** Error codes along the `cause` chain (undici and ProxyAgent wrap the socket's error). */

@@ -31,6 +31,7 @@ import { answerClientError } from "./client-errors.js";
 import { CONNECT_REASON, writeRawProxyError } from "./proxy-errors.js";
 import { connectRejection } from "./request-guards.js";
 import { createRequestHandler } from "./request-handler.js";
+import { createUpgradeHandler } from "./upgrade.js";
 
 export interface ProxyServerDeps {
   config: ProxyConfig;
@@ -42,6 +43,11 @@ export interface ProxyServerDeps {
   tokenFor(upstreamName: string): TokenProvider;
   /** Called per request; keep it a cheap lookup. */
   dispatcherFor(upstreamName: string): Dispatcher;
+  /**
+   * The upstream's HTTP/1.1 dispatcher for Upgrade requests (differs from `dispatcherFor` when
+   * the upstream speaks HTTP/2). Default: `dispatcherFor`.
+   */
+  upgradeDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
   /** See RequestHandlerDeps.freshDispatcherFor. */
   freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
   metrics: Metrics;
@@ -99,6 +105,18 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
     },
     handler,
   );
+  // WebSocket and other Upgrade requests (see upgrade.ts).
+  const upgrades = createUpgradeHandler({
+    limits,
+    upstreams: deps.upstreams,
+    tokenFor: deps.tokenFor,
+    upgradeDispatcherFor: deps.upgradeDispatcherFor ?? deps.dispatcherFor,
+    metrics: deps.metrics,
+    logger: deps.logger,
+    accessLog,
+    serveAsRequest: handler,
+  });
+  server.on("upgrade", upgrades);
   server.maxHeadersCount = limits.maxHeaderCount + 1;
   server.maxConnections = limits.maxConnections;
   // Socket inactivity is governed by headersTimeout, keepAliveTimeout and the body idle timeouts.
@@ -151,7 +169,11 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       const closed = once(server, "close");
       server.close();
       server.closeIdleConnections();
-      const timer = setTimeout(() => server.closeAllConnections(), timeoutMs);
+      const timer = setTimeout(() => {
+        server.closeAllConnections();
+        // Upgraded connections are Node's no more: only we can end them.
+        upgrades.destroyAll();
+      }, timeoutMs);
       try {
         await closed;
       } finally {
@@ -160,6 +182,6 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
         accessLog.flush();
       }
     },
-    inFlight: () => handler.inFlight(),
+    inFlight: () => handler.inFlight() + upgrades.inFlight(),
   };
 }

@@ -93,8 +93,11 @@ describe("defaults", () => {
             bodyIdleMs: 60_000,
             idleConnectionMs: 4_000,
             queueMs: 5_000,
+            upgradeIdleMs: 600_000,
           },
           maxRequestBodySizeBytes: undefined,
+          upgrades: ["websocket"],
+          http2: false,
         },
       ],
     };

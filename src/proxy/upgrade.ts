@@ -1,0 +1,352 @@
+/**
+ * The proxy listener's `upgrade` handler (WebSocket and other `Upgrade` requests, RFC 9110 §7.8):
+ * the same guards, routing and header injection as a forwarded request (request-guards.ts,
+ * router.ts, inject-headers.ts), the exchange of forward.ts dispatched as an Upgrade request
+ * (upgrade-dispatcher.ts) — so a 401 gets the usual new token and one replay, and any answer but
+ * 101 is relayed as a normal response — then, after a 101, the connection relayed byte for byte
+ * (upgrade-relay.ts). One access line and one request in the metrics per upgrade, written when
+ * the upgraded connection closes: status 101, its whole duration, bytes each way.
+ *
+ * Node hands a request with `Connection: upgrade` + `Upgrade` to this event instead of the
+ * request handler whenever a listener exists. A protocol the upstream does not list in
+ * `upgrades` is ignored, as RFC 9110 §7.8 allows, and the request is served as a plain one —
+ * except WebSocket, refused with 501: a WebSocket client fails on any answer but 101 anyway, and
+ * the code says why.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import type { Dispatcher } from "undici";
+import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
+import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { AccessToken, TokenProvider } from "../token/types.js";
+import type { AccessLog } from "./access-log.js";
+import { type Exchange, startExchange } from "./forward.js";
+import { createHeaderInjector, type HeaderInjector } from "./inject-headers.js";
+import { mapUpstreamError, sendProxyError } from "./proxy-errors.js";
+import { checkRequest } from "./request-guards.js";
+import { createRequestRecorder } from "./request-log.js";
+import { createRouter, upstreamPath } from "./router.js";
+import { responseOnSocket, whenConnectionIdle } from "./socket-response.js";
+import { UpgradeDispatcher } from "./upgrade-dispatcher.js";
+import {
+  type RelayOutcome,
+  relayUpgraded,
+  switchingProtocolsHead,
+  type UpgradeRelay,
+} from "./upgrade-relay.js";
+
+export interface UpgradeHandlerDeps {
+  limits: LimitsConfig;
+  /** The upstreams served on this listener. */
+  upstreams: readonly UpstreamConfig[];
+  tokenFor(upstreamName: string): TokenProvider;
+  /** The upstream's HTTP/1.1 dispatcher (an upgrade never goes over HTTP/2). */
+  upgradeDispatcherFor(upstreamName: string): Dispatcher;
+  metrics: Metrics;
+  logger: Logger;
+  accessLog: AccessLog;
+  /** Serves a request whose Upgrade is ignored as a plain request (the listener's handler). */
+  serveAsRequest(req: IncomingMessage, res: ServerResponse): void;
+}
+
+export interface UpgradeHandler {
+  (req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Upgrade requests waiting for their answer plus upgraded connections open. */
+  inFlight(): number;
+  /** Destroys every upgraded connection (the end of a shutdown's grace period). */
+  destroyAll(): void;
+}
+
+/** Label used when a request was refused before it reached an upstream. */
+const NO_UPSTREAM = "none";
+
+/** Protocols of an `Upgrade` value: `name[/version]`, comma-separated (RFC 9110 §7.8). */
+function requestedProtocols(value: string | undefined): string[] {
+  if (value === undefined) return [];
+  return value
+    .split(",")
+    .map((part) => part.trim())
+    .filter((part) => part !== "");
+}
+
+function protocolName(protocol: string): string {
+  const slash = protocol.indexOf("/");
+  return (slash === -1 ? protocol : protocol.slice(0, slash)).toLowerCase();
+}
+
+/** How a relay's end shows in the access line. */
+const RELAY_ERROR: Record<NonNullable<RelayOutcome["reason"]>, string | undefined> = {
+  client_error: "client_closed",
+  upstream_error: "upstream_reset",
+  idle: undefined,
+  shutdown: undefined,
+};
+
+export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
+  const recordRequest = createRequestRecorder(deps.metrics, deps.accessLog);
+  const router = createRouter(deps.upstreams);
+  const injectors = new Map<string, HeaderInjector>();
+  for (const upstream of deps.upstreams) {
+    injectors.set(upstream.name, createHeaderInjector(upstream));
+  }
+  const isKnownHost = (authority: string) => router.isKnownHost(authority);
+  const relays = new Set<UpgradeRelay>();
+  let waiting = 0;
+
+  const handler = ((req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const client = socket as Socket;
+    // Node removed its own error listener when it handed the socket over.
+    client.on("error", ignore);
+    whenConnectionIdle(client, () => {
+      try {
+        handle(req, client, head);
+      } catch (err) {
+        // Never an exception into Node's parser callbacks: it would end the process.
+        deps.logger.error({ err }, "upgrade handler failed");
+        client.destroy();
+      }
+    });
+  }) as UpgradeHandler;
+
+  function handle(req: IncomingMessage, client: Socket, head: Buffer): void {
+    if (client.destroyed) return;
+    const startMs = performance.now();
+    const method = req.method ?? "GET";
+    const res = responseOnSocket(req, client);
+    let upstreamName = NO_UPSTREAM;
+    let pathname = "";
+    let routed = false;
+    let finished = false;
+    let upgraded = false;
+    let abortWait: AbortController | undefined;
+    let exchange: Exchange | undefined;
+    waiting++;
+
+    const finish = (
+      status: number,
+      extra: {
+        bytesIn?: number;
+        bytesOut?: number;
+        replayed?: boolean;
+        errorCode?: string | undefined;
+        cause?: unknown;
+      } = {},
+    ) => {
+      if (finished) return;
+      finished = true;
+      if (!upgraded) waiting--;
+      recordRequest({
+        upstream: upstreamName,
+        routed,
+        method,
+        pathname,
+        status,
+        startMs,
+        bytesIn: extra.bytesIn ?? 0,
+        bytesOut: extra.bytesOut ?? 0,
+        replayed: extra.replayed ?? false,
+        errorCode: extra.errorCode,
+        cause: extra.cause,
+      });
+    };
+
+    const fail = (
+      code: ProxyErrorCode,
+      message: string,
+      extra: { headers?: Record<string, string>; retryAfterSeconds?: number; cause?: unknown } = {},
+    ) => {
+      sendProxyError(res, code, message, upstreamName === NO_UPSTREAM ? undefined : upstreamName, {
+        headers: extra.headers,
+        retryAfterSeconds: extra.retryAfterSeconds,
+        close: true,
+      });
+      finish(PROXY_ERROR_STATUS[code], { errorCode: code, cause: extra.cause });
+    };
+
+    client.once("close", () => {
+      if (upgraded || finished) return;
+      abortWait?.abort();
+      if (exchange) exchange.abortFromClient();
+      else finish(499, { errorCode: "client_closed" });
+    });
+
+    try {
+      proceed();
+    } catch (err) {
+      // A bug or a failing dependency must cost one request, never the process.
+      deps.logger.error({ err, upstream: upstreamName }, "upgrade handler failed");
+      fail("internal_error", "internal error", { cause: err });
+    }
+
+    function proceed(): void {
+      const guard = checkRequest(req, deps.limits, isKnownHost);
+      if (guard.kind === "reject") {
+        fail(guard.code, guard.message, { headers: guard.headers });
+        return;
+      }
+      pathname = guard.pathname;
+      const upstream = router.route(guard.authority, guard.pathname);
+      if (!upstream) {
+        fail(
+          "no_route",
+          `no upstream matches this request; configured routes: ${router.routesDescription}`,
+        );
+        return;
+      }
+      const requested = requestedProtocols(req.headers.upgrade);
+      const allowed = requested.filter((p) => upstream.upgrades.includes(protocolName(p)));
+      if (allowed.length === 0) {
+        if (requested.some((p) => protocolName(p) === "websocket")) {
+          upstreamName = upstream.name;
+          fail(
+            "upgrade_not_allowed",
+            `upstream ${upstream.name} does not allow Upgrade: websocket (upgrades: [${upstream.upgrades.join(", ")}])`,
+          );
+          return;
+        }
+        // Not ours to count: the request handler logs and counts it as a plain request.
+        finished = true;
+        waiting--;
+        deps.serveAsRequest(req, res);
+        return;
+      }
+      upstreamName = upstream.name;
+      routed = true;
+      recordRequest.markInFlight(upstreamName);
+      if (
+        req.headers["transfer-encoding"] !== undefined ||
+        (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")
+      ) {
+        fail("bad_request", "an Upgrade request must not carry a body");
+        return;
+      }
+      const injector = injectors.get(upstream.name)!;
+      const injected = injector.build(req.rawHeaders, {
+        remoteAddress: upstream.forwardedHeaders ? client.remoteAddress : undefined,
+        authority: guard.authority,
+      });
+      if (injected.kind === "reject") {
+        fail("bad_request", injected.message);
+        return;
+      }
+      const tokens = deps.tokenFor(upstream.name);
+      const path = upstreamPath(upstream, guard.pathAndQuery);
+
+      const onUpgrade = (
+        _status: number,
+        rawHeaders: readonly (Buffer | string)[],
+        upstreamSocket: Duplex,
+      ) => {
+        if (finished || client.destroyed) {
+          upstreamSocket.destroy();
+          return;
+        }
+        upgraded = true;
+        waiting--;
+        exchange = undefined;
+        res.detachSocket(client);
+        upstreamSocket.on("error", ignore);
+        client.write(switchingProtocolsHead(rawHeaders));
+        const relay = relayUpgraded({
+          client,
+          upstream: upstreamSocket,
+          clientHead: head,
+          idleMs: upstream.timeouts.upgradeIdleMs,
+          onClose: (outcome) => {
+            relays.delete(relay);
+            if (outcome.reason) {
+              deps.logger.debug(
+                { upstream: upstream.name, reason: outcome.reason },
+                "upgraded connection closed",
+              );
+            }
+            finish(101, {
+              bytesIn: outcome.bytesIn,
+              bytesOut: outcome.bytesOut,
+              replayed: dispatcher.replayed,
+              errorCode: outcome.reason ? RELAY_ERROR[outcome.reason] : undefined,
+              cause: outcome.cause,
+            });
+          },
+        });
+        relays.add(relay);
+      };
+      const dispatcher = new UpgradeDispatcher(
+        deps.upgradeDispatcherFor(upstream.name),
+        allowed.join(", "),
+        injected.authorizationIndex,
+        onUpgrade,
+      );
+
+      const dispatch = (token: AccessToken) => {
+        if (finished) return;
+        try {
+          injected.headers[injected.authorizationIndex] = injector.authorization(token);
+        } catch (err) {
+          fail("internal_error", "the token can't be sent in a header", { cause: err });
+          return;
+        }
+        const started = startExchange({
+          req,
+          res,
+          upstream,
+          tokens,
+          dispatcher,
+          freshDispatcher: dispatcher,
+          method,
+          path,
+          headers: injected.headers,
+          authorizationIndex: injected.authorizationIndex,
+          authorization: injector.authorization,
+          token,
+          body: null,
+          // No parser is left on this connection: it closes after any answer but a 101.
+          closeConnection: () => true,
+          onDone: (outcome) => {
+            exchange = undefined;
+            finish(outcome.status, {
+              bytesOut: outcome.bytesOut,
+              replayed: outcome.replayed,
+              errorCode: outcome.errorCode,
+              cause: outcome.cause,
+            });
+          },
+        });
+        if (!finished && !upgraded) exchange = started;
+      };
+
+      const cached = tokens.peekToken();
+      if (cached) {
+        dispatch(cached);
+        return;
+      }
+      abortWait = new AbortController();
+      tokens
+        .getToken(abortWait.signal)
+        .then(dispatch, (err: unknown) => {
+          if (finished) return;
+          const mapped = mapUpstreamError(err, upstream.name);
+          fail(mapped.code, mapped.message, {
+            retryAfterSeconds: mapped.retryAfterSeconds,
+            cause: err,
+          });
+        })
+        // A bug after the token arrived must cost this request, never the process.
+        .catch((err: unknown) => {
+          deps.logger.error({ err, upstream: upstream.name }, "upgrade handler failed");
+          if (!finished && !upgraded) fail("internal_error", "internal error", { cause: err });
+        });
+    }
+  }
+
+  handler.inFlight = () => waiting + relays.size;
+  handler.destroyAll = () => {
+    for (const relay of relays) relay.destroy();
+  };
+  return handler;
+}
+
+function ignore(): void {}
