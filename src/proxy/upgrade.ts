@@ -303,6 +303,9 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
           authorization: injector.authorization,
           token,
           body: null,
+          // Until the 101 the client reads like any other; after it, upgradeIdle governs.
+          minResponseRate: deps.limits.minResponseRate,
+          minDataRateGraceMs: deps.limits.minDataRateGraceMs,
           // No parser is left on this connection: it closes after any answer but a 101.
           closeConnection: () => true,
           onDone: (outcome) => {
