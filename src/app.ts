@@ -49,9 +49,9 @@ function watchStartup(
   tokens: TokenRegistry,
   lifecycle: Lifecycle,
 ): NodeJS.Timeout | undefined {
-  const waitingFor = tokens.eager
-    ? config.upstreams.filter((u) => u.tokenPolicy.prefetch).map((u) => u.name)
-    : [];
+  const waitingFor = config.upstreams
+    .filter((u) => tokens.modeOf(u.name).mode === "prefetch")
+    .map((u) => u.name);
   const check = (): boolean => {
     const statuses = tokens.statuses();
     const pending = waitingFor.filter((name) => {

@@ -218,6 +218,7 @@ function tokenPolicy(t: UpstreamConfigFile["token"] = {}): TokenPolicy {
     initialBackoffMs: parseDurationMs(t.initialBackoff ?? D.initialBackoff),
     maxBackoffMs: parseDurationMs(t.maxBackoff ?? D.maxBackoff),
     prefetch: t.prefetch ?? D.prefetch,
+    prefetchExplicit: t.prefetch !== undefined,
   };
 }
 

@@ -95,7 +95,10 @@ export const TokenSettings = T.Object(
     initialBackoff: T.Optional(Duration),
     /** Largest retry delay. Default "30s". */
     maxBackoff: T.Optional(Duration),
-    /** Fetch the token at start instead of on first use. Default true (see `tokenCache.eagerLimit`). */
+    /**
+     * Fetch the token at start instead of on first use. Default: true for the first
+     * `tokenCache.eagerLimit` credentials in config order, lazy beyond; set, it wins over the limit.
+     */
     prefetch: T.Optional(T.Boolean()),
   },
   { additionalProperties: false },
@@ -228,7 +231,7 @@ export const TokenCache = T.Object(
     ),
     /** Most token sources kept in memory at once (least recently used are evicted). Default 20000. */
     maxSources: T.Optional(T.Integer({ minimum: 1 })),
-    /** With more credentials than this, tokens are fetched on first use instead of at start. Default 100. */
+    /** Tokens of the first this many credentials (config order) are fetched at start, the rest on first use; `token.prefetch` wins. Default 100. */
     eagerLimit: T.Optional(T.Integer({ minimum: 0 })),
   },
   { additionalProperties: false },

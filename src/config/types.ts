@@ -29,7 +29,10 @@ export interface TokenPolicy {
   minRefreshIntervalMs: number;
   initialBackoffMs: number;
   maxBackoffMs: number;
+  /** Fetch at start (default true, within `tokenCache.eagerLimit`); false: on first use. */
   prefetch: boolean;
+  /** True when the file sets `token.prefetch`: the value then wins over `tokenCache.eagerLimit`. */
+  prefetchExplicit: boolean;
 }
 
 /** Everything needed to ask the token endpoint for a token. */

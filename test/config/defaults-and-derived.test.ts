@@ -64,6 +64,7 @@ describe("defaults", () => {
             initialBackoffMs: 1_000,
             maxBackoffMs: 30_000,
             prefetch: true,
+            prefetchExplicit: false,
           },
           tls,
           match: { pathPrefix: "/", hosts: [] },
