@@ -211,6 +211,22 @@ export const Shutdown = T.Object(
   { additionalProperties: false },
 );
 
+export const Readiness = T.Object(
+  {
+    /**
+     * Which upstreams' tokens /readyz (and /startup) wait for: `all` (every upstream: one without
+     * a usable token makes the proxy unready; lazy ones count once their first fetch failed),
+     * `prefetched` (only credentials prefetched at start), `none` (tokens never affect readiness;
+     * a failing credential shows in /status, metrics and its own routes' 503s). Default: `all`
+     * when every upstream uses one client (a sidecar), `none` with several clients (a gateway).
+     */
+    requireTokens: T.Optional(
+      T.Union([T.Literal("all"), T.Literal("prefetched"), T.Literal("none")]),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const TokenCache = T.Object(
   {
     /** Share tokens across replicas through Redis. */
@@ -265,6 +281,8 @@ export const ConfigFile = T.Object(
     limits: T.Optional(Limits),
     shutdown: T.Optional(Shutdown),
     tokenCache: T.Optional(TokenCache),
+    /** What /readyz requires besides running (see `Readiness`). */
+    readiness: T.Optional(Readiness),
     /** The upstreams; at least one. */
     upstreams: T.Array(Upstream, { minItems: 1 }),
   },

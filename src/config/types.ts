@@ -100,6 +100,15 @@ export interface RedisCacheConfig {
   commandTimeoutMs: number;
 }
 
+/** Which upstreams' tokens readiness waits for (schema.ts `Readiness`). */
+export type RequireTokens = "all" | "prefetched" | "none";
+
+export interface ReadinessConfig {
+  requireTokens: RequireTokens;
+  /** "config" when the file set it, else the shape that chose the default. */
+  chosenBy: "config" | "one-client" | "several-clients";
+}
+
 export interface ProxyConfig {
   listen: ListenSpec;
   admin: ListenSpec;
@@ -111,5 +120,6 @@ export interface ProxyConfig {
   limits: LimitsConfig;
   shutdown: { drainDelayMs: number; timeoutMs: number };
   tokenCache: { redis: RedisCacheConfig | undefined; maxSources: number; eagerLimit: number };
+  readiness: ReadinessConfig;
   upstreams: readonly UpstreamConfig[];
 }

@@ -33,6 +33,7 @@ describe("defaults", () => {
       },
       shutdown: { drainDelayMs: 5_000, timeoutMs: 30_000 },
       tokenCache: { redis: undefined, maxSources: 20_000, eagerLimit: 100 },
+      readiness: { requireTokens: "all", chosenBy: "one-client" },
       upstreams: [
         {
           name: "api",
