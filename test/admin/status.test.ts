@@ -63,6 +63,7 @@ describe("GET /status", () => {
       apiVersion: "default",
       tokenUrl: "https://files.example.test/iam/v1/oauth2/token",
       prefetch: true,
+      tokenMode: { mode: "prefetch", decidedBy: "token.prefetch" },
       token: {
         state: "valid",
         fingerprint: fingerprint("token-one"),
@@ -84,6 +85,7 @@ describe("GET /status", () => {
         errorsByCode: {},
         replays: 2,
       },
+      rates: { requestsPerSecond: 0, errorsPerSecond: 0, requests15m: 0, errors15m: 0 },
     });
     expect(body.upstreams[1]).toMatchObject({
       name: "scripts",
@@ -103,7 +105,7 @@ describe("GET /status", () => {
     });
   });
 
-  it("serves a self-contained, self-refreshing HTML page to browsers, under a strict CSP", async () => {
+  it("serves an HTML page to browsers under a strict CSP: same-origin script and style only", async () => {
     admin = twoUpstreams();
     const res = await admin.app.inject({
       method: "GET",
@@ -113,15 +115,54 @@ describe("GET /status", () => {
     expect(res.statusCode).toBe(200);
     expect(res.headers["content-type"]).toBe("text/html; charset=utf-8");
     expect(res.headers["content-security-policy"]).toBe(STATUS_PAGE_CSP);
+    expect(STATUS_PAGE_CSP).toContain("script-src 'self';");
+    expect(STATUS_PAGE_CSP).not.toContain("unsafe");
     expect(res.headers.vary).toBe("accept");
     const html = res.body;
     expect(html).toMatch(/^<!doctype html>/);
-    expect(html).toContain('<meta http-equiv="refresh" content="5">');
-    expect(html).not.toMatch(/<script|<link|src=|@import|url\(/i);
+    // No reload: the script refreshes the data in place.
+    expect(html).not.toContain('http-equiv="refresh"');
+    // The only script and stylesheet are the page's own files; nothing inline, nothing remote.
+    expect(html.match(/<script[^>]*>/g)).toEqual(['<script src="/status/assets/status.js" defer>']);
+    expect(html).toContain('<script src="/status/assets/status.js" defer></script>');
+    expect(html.match(/<link[^>]*>/g)).toEqual([
+      '<link rel="stylesheet" href="/status/assets/status.css">',
+    ]);
+    expect(html).not.toMatch(/style=|<style|@import|url\(|https?:\/\/(?!files|scripts)/i);
     expect(html).toContain('data-upstream="files"');
     expect(html).toContain('data-upstream="scripts"');
+    expect(html).toContain("BP_ERR_TOKEN_REJECTED");
+
+    const script = await admin.app.inject({ url: "/status/assets/status.js" });
+    expect(script.statusCode).toBe(200);
+    expect(script.headers["content-type"]).toBe("text/javascript; charset=utf-8");
+    expect(script.body).toContain("/status/fragment");
+    const style = await admin.app.inject({ url: "/status/assets/status.css" });
+    expect(style.headers["content-type"]).toBe("text/css; charset=utf-8");
+  });
+
+  it("shows one upstream's detail with its fingerprint, timeline and sparklines", async () => {
+    admin = twoUpstreams();
+    const res = await admin.app.inject({
+      url: "/status?upstream=files",
+      headers: { accept: BROWSER_ACCEPT },
+    });
+    const html = res.body;
+    expect(html).toContain('<section class="detail" data-upstream="files"');
     expect(html).toContain(fingerprint("token-one"));
-    expect(html).toContain("BP_ERR_TOKEN_REJECTED: answered 401 (invalid_client)");
+    expect(html).toContain('<svg class="timeline"');
+    expect(html).toContain('<svg class="spark requests"');
+    expect(html).toContain('<svg class="spark errors"');
+    const json = await admin.app.inject({ url: "/status/upstreams/files" });
+    expect(json.json()).toMatchObject({
+      name: "files",
+      token: { fingerprint: fingerprint("token-one") },
+      series: { bucketSeconds: 15 },
+      timeline: { expiresAt: new Date(NOW_WALL_MS + 540_000).toISOString() },
+    });
+    expect(json.json().series.requests).toHaveLength(60);
+    const missing = await admin.app.inject({ url: "/status/upstreams/nope" });
+    expect(missing.statusCode).toBe(404);
   });
 
   it("honours ?format= over the Accept header", async () => {
