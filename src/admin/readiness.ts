@@ -79,26 +79,51 @@ export function evaluateReadiness(input: ReadinessInput): Readiness {
   if (input.phase === "draining" || input.phase === "stopped") {
     return { ready: false, statusCode: 503, body: { status: input.phase } };
   }
-  const assessed = input.upstreams.map((u) => ({
-    ...assessUpstream(u.name, u.mode === "prefetch", u.status),
-    ...(isRequired(input.requireTokens, u.mode) ? {} : { required: false as const }),
-  }));
-  const summary = summarize(assessed);
+  // One cheap pass for the counts; entries are built only for the upstreams listed.
+  const byState: Partial<Record<TokenState, number>> = {};
+  let notReady = 0;
+  let blocking = 0;
+  const blockingIndexes: number[] = [];
+  const otherIndexes: number[] = [];
+  const { upstreams } = input;
+  for (let i = 0; i < upstreams.length; i++) {
+    const u = upstreams[i]!;
+    const state = u.status.state;
+    byState[state] = (byState[state] ?? 0) + 1;
+    if (canServe(state, u.mode === "prefetch")) continue;
+    notReady++;
+    if (isRequired(input.requireTokens, u.mode)) {
+      blocking++;
+      blockingIndexes.push(i);
+    } else {
+      otherIndexes.push(i);
+    }
+  }
+  const summary: ReadinessSummary = {
+    upstreams: upstreams.length,
+    ready: upstreams.length - notReady,
+    notReady,
+    blocking,
+    byState,
+  };
+  const small = upstreams.length <= READYZ_LIST_LIMIT;
+  const listedIndexes = small
+    ? upstreams.map((_, i) => i)
+    : [...blockingIndexes, ...otherIndexes].slice(0, READYZ_LIST_LIMIT);
+  const listed = listedIndexes.map((i) => entryOf(upstreams[i]!, input.requireTokens));
   const failing = (input.conditions ?? []).filter((c) => !c.ready);
-  const listed = boundedList(assessed, summary.notReady);
+  const omitted = small ? 0 : notReady - listed.length;
   const body = {
     requireTokens: input.requireTokens,
     summary,
     upstreams: listed,
-    ...(listed.length < assessed.length && listed.length < summary.notReady
-      ? { omitted: summary.notReady - listed.length }
-      : {}),
+    ...(omitted > 0 ? { omitted } : {}),
     ...(failing.length > 0 ? { conditions: failing } : {}),
   };
   if (input.phase === "starting") {
     return { ready: false, statusCode: 503, body: { status: "starting", ...body } };
   }
-  const ready = summary.blocking === 0 && failing.length === 0;
+  const ready = blocking === 0 && failing.length === 0;
   return {
     ready,
     statusCode: ready ? 200 : 503,
@@ -106,37 +131,41 @@ export function evaluateReadiness(input: ReadinessInput): Readiness {
   };
 }
 
+/**
+ * Whether this upstream, in this state, holds the proxy out of rotation under `policy`: what
+ * /status needs for its `ready` flag on every refresh, without building the /readyz body.
+ */
+export function blocksReadiness(
+  policy: RequireTokens,
+  state: TokenState,
+  mode: "prefetch" | "lazy",
+): boolean {
+  return !canServe(state, mode === "prefetch") && isRequired(policy, mode);
+}
+
+function entryOf(u: ReadinessInput["upstreams"][number], policy: RequireTokens): UpstreamReadiness {
+  const entry = assessUpstream(u.name, u.mode === "prefetch", u.status);
+  return isRequired(policy, u.mode) ? entry : { ...entry, required: false };
+}
+
+/** The token side of assessUpstream, without building the entry. */
+function canServe(state: TokenState, prefetch: boolean): boolean {
+  switch (state) {
+    case "valid":
+    case "degraded":
+    case "idle":
+      return true;
+    case "fetching":
+      return !prefetch;
+    default:
+      return false;
+  }
+}
+
 function isRequired(policy: RequireTokens, mode: "prefetch" | "lazy"): boolean {
   if (policy === "all") return true;
   if (policy === "prefetched") return mode === "prefetch";
   return false;
-}
-
-function summarize(assessed: readonly UpstreamReadiness[]): ReadinessSummary {
-  const byState: Partial<Record<TokenState, number>> = {};
-  let ready = 0;
-  let blocking = 0;
-  for (const u of assessed) {
-    byState[u.state] = (byState[u.state] ?? 0) + 1;
-    if (u.ready) ready++;
-    else if (u.required !== false) blocking++;
-  }
-  return {
-    upstreams: assessed.length,
-    ready,
-    notReady: assessed.length - ready,
-    blocking,
-    byState,
-  };
-}
-
-/** All of a small config; of a large one the not-ready upstreams, required first, bounded. */
-function boundedList(assessed: UpstreamReadiness[], notReady: number): UpstreamReadiness[] {
-  if (assessed.length <= READYZ_LIST_LIMIT) return assessed;
-  if (notReady === 0) return [];
-  const blocking = assessed.filter((u) => !u.ready && u.required !== false);
-  const others = assessed.filter((u) => !u.ready && u.required === false);
-  return [...blocking, ...others].slice(0, READYZ_LIST_LIMIT);
 }
 
 function assessUpstream(name: string, prefetch: boolean, status: TokenStatus): UpstreamReadiness {

@@ -138,6 +138,31 @@ export interface StatusReport {
   upstreams: UpstreamReport[];
 }
 
+/** How an upstream's URLs are shown (userinfo and query hidden), computed once per config. */
+export interface UpstreamDisplay {
+  baseUrl: string;
+  baseUrlLower: string;
+  tokenUrl: string;
+}
+
+/** A memo of UpstreamDisplay per config object (parsing 10,000 URLs per refresh adds up). */
+export function createDisplayCache(): (config: UpstreamConfig) => UpstreamDisplay {
+  const cache = new WeakMap<UpstreamConfig, UpstreamDisplay>();
+  return (config) => {
+    let display = cache.get(config);
+    if (!display) {
+      const baseUrl = displayUrl(config.baseUrl);
+      display = {
+        baseUrl,
+        baseUrlLower: baseUrl.toLowerCase(),
+        tokenUrl: displayUrl(config.token.tokenUrl),
+      };
+      cache.set(config, display);
+    }
+    return display;
+  };
+}
+
 /** One upstream as the admin server knows it. */
 export interface UpstreamSnapshot {
   config: UpstreamConfig;
@@ -159,6 +184,8 @@ export interface StatusInput {
   /** The Redis shared cache's state, or undefined when none is configured. */
   sharedCacheState?: string | undefined;
   query: StatusQuery;
+  /** The display cache (createDisplayCache); a fresh one when absent. */
+  display?: (config: UpstreamConfig) => UpstreamDisplay;
 }
 
 /** Problems listed in the summary. */
@@ -171,7 +198,8 @@ interface Row extends QueryableUpstream {
 
 /** Assemble the status snapshot: the summary over all upstreams, then the query's page. */
 export async function buildStatusReport(input: StatusInput): Promise<StatusReport> {
-  const rows = toRows(input);
+  const display = input.display ?? createDisplayCache();
+  const rows = toRows(input, display);
   const { total, page } = applyStatusQuery(rows, input.query);
   const counts = await readRequestCounts(input.metrics);
   const now = input.nowWallMs;
@@ -197,7 +225,7 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
       total,
       returned: page.length,
     },
-    upstreams: page.map((row) => upstreamReport(row, counts, now)),
+    upstreams: page.map((row) => upstreamReport(row, counts, now, display)),
   };
 }
 
@@ -209,26 +237,36 @@ export async function buildUpstreamDetail(
   >,
   snapshot: UpstreamSnapshot,
 ): Promise<UpstreamDetail> {
+  const display = input.display ?? createDisplayCache();
   const counts = await readRequestCounts(input.metrics);
   const rates = input.metrics.requestRates;
   const name = snapshot.config.name;
   const row: Row = {
-    ...queryable(snapshot, 0, rates.recent(name, input.nowMs)),
+    ...queryable(snapshot, 0, rates.recent(name, input.nowMs), display),
     snapshot,
     rates: rates.recent(name, input.nowMs),
   };
   return {
-    ...upstreamReport(row, counts, input.nowWallMs),
+    ...upstreamReport(row, counts, input.nowWallMs, display),
     series: seriesReport(rates.series(name, input.nowMs), input.nowMs, input.nowWallMs),
     timeline: timeline(snapshot, input.nowWallMs),
   };
 }
 
-function toRows(input: StatusInput): Row[] {
+function toRows(input: StatusInput, display: (config: UpstreamConfig) => UpstreamDisplay): Row[] {
   const rates = input.metrics.requestRates;
   return input.upstreams.map((snapshot, index) => {
     const recent = rates.recent(snapshot.config.name, input.nowMs);
-    return { ...queryable(snapshot, index, recent), snapshot, rates: recent };
+    return {
+      name: snapshot.config.name,
+      baseUrlLower: display(snapshot.config).baseUrlLower,
+      state: snapshot.status.state,
+      mode: snapshot.mode.mode,
+      index,
+      errorsPerSecond: recent.errorsPerSecond,
+      snapshot,
+      rates: recent,
+    };
   });
 }
 
@@ -236,10 +274,11 @@ function queryable(
   snapshot: UpstreamSnapshot,
   index: number,
   recent: RecentRate,
+  display: (config: UpstreamConfig) => UpstreamDisplay,
 ): QueryableUpstream {
   return {
     name: snapshot.config.name,
-    baseUrlLower: displayUrl(snapshot.config.baseUrl).toLowerCase(),
+    baseUrlLower: display(snapshot.config).baseUrlLower,
     state: snapshot.status.state,
     mode: snapshot.mode.mode,
     index,
@@ -286,13 +325,15 @@ function upstreamReport(
   row: Row,
   counts: ReadonlyMap<string, RequestCounts>,
   nowWallMs: number,
+  display: (config: UpstreamConfig) => UpstreamDisplay,
 ): UpstreamReport {
   const { config, status, mode } = row.snapshot;
+  const shown = display(config);
   return {
     name: config.name,
-    baseUrl: displayUrl(config.baseUrl),
+    baseUrl: shown.baseUrl,
     apiVersion: config.apiVersion,
-    tokenUrl: displayUrl(config.token.tokenUrl),
+    tokenUrl: shown.tokenUrl,
     prefetch: mode.mode === "prefetch",
     tokenMode: mode,
     token: tokenReport(status, nowWallMs),

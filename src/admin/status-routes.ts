@@ -7,7 +7,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ReadinessConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
-import { evaluateReadiness, type Readiness, type ReadinessCondition } from "./readiness.js";
+import {
+  blocksReadiness,
+  evaluateReadiness,
+  type Readiness,
+  type ReadinessCondition,
+} from "./readiness.js";
 import { type Scrubber, scrubDeep } from "./redact.js";
 import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
 import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
@@ -22,6 +27,7 @@ import { parseStatusQuery } from "./status-query.js";
 import {
   buildStatusReport,
   buildUpstreamDetail,
+  createDisplayCache,
   type StatusReport,
   type UpstreamDetail,
   type UpstreamSnapshot,
@@ -61,6 +67,15 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       conditions: deps.readinessConditions?.() ?? [],
     });
 
+  /** The /readyz verdict without building its body (for /status on every refresh). */
+  const isReady = (snapshot: readonly UpstreamSnapshot[]): boolean =>
+    deps.lifecycle.phase === "running" &&
+    (deps.readinessConditions?.() ?? []).every((c) => c.ready) &&
+    !snapshot.some((u) =>
+      blocksReadiness(deps.readiness.requireTokens, u.status.state, u.mode.mode),
+    );
+  const display = createDisplayCache();
+
   async function report(request: FastifyRequest, html: boolean): Promise<StatusReport> {
     const query = parseStatusQuery(
       request.query as Record<string, unknown>,
@@ -71,7 +86,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
     const raw = await buildStatusReport({
       version: deps.version,
       phase: deps.lifecycle.phase,
-      ready: readiness(snapshot).ready,
+      ready: isReady(snapshot),
       readiness: deps.readiness,
       startedAtWallMs: deps.startedAtWallMs,
       nowWallMs: deps.now(),
@@ -80,6 +95,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       metrics: deps.metrics,
       sharedCacheState: deps.sharedCacheState?.(),
       query,
+      display,
     });
     return scrubDeep(raw, deps.scrub);
   }
@@ -95,6 +111,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
         nowMs: deps.monotonicNow(),
         metrics: deps.metrics,
         sharedCacheState: undefined,
+        display,
       },
       snapshot,
     );

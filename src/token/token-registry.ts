@@ -16,6 +16,10 @@ import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
 import { emptyTokenStatus } from "./token-status.js";
 import type { AccessToken, TokenProvider, TokenStatus } from "./types.js";
 
+// Sources not alive share one frozen status each: /status reads 10,000 of them per refresh.
+const IDLE_STATUS: TokenStatus = Object.freeze(emptyTokenStatus("idle"));
+const CLOSED_STATUS: TokenStatus = Object.freeze(emptyTokenStatus("closed"));
+
 export interface TokenRegistryOptions {
   upstreams: readonly UpstreamConfig[];
   /** Most sources alive at once (config tokenCache.maxSources). */
@@ -155,7 +159,7 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
       start() {
         if (!closed) sourceFor(group).start();
       },
-      status: () => cache.peek(group.key)?.status() ?? emptyTokenStatus(closed ? "closed" : "idle"),
+      status: () => cache.peek(group.key)?.status() ?? (closed ? CLOSED_STATUS : IDLE_STATUS),
       close() {},
     };
   }
@@ -185,10 +189,7 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
     statuses() {
       const result = new Map<string, TokenStatus>();
       for (const [name, group] of groupOf) {
-        result.set(
-          name,
-          cache.peek(group.key)?.status() ?? emptyTokenStatus(closed ? "closed" : "idle"),
-        );
+        result.set(name, cache.peek(group.key)?.status() ?? (closed ? CLOSED_STATUS : IDLE_STATUS));
       }
       return result;
     },
