@@ -83,7 +83,8 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     }));
 
   app.addHook("onSend", async (_request, reply) => {
-    reply.header("cache-control", "no-store");
+    // Admin answers are live data; only the status page's content-named files may be cached.
+    if (!reply.hasHeader("cache-control")) reply.header("cache-control", "no-store");
     reply.header("x-content-type-options", "nosniff");
   });
 

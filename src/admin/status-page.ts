@@ -9,8 +9,11 @@
  * Served under a CSP that allows only same-origin script, style and fetches; every value is
  * HTML-escaped, so a hostile upstream name or IdP error cannot run anything in the browser.
  */
+import { createHash } from "node:crypto";
 import type { TokenMode } from "../token/token-registry.js";
 import { escapeHtml } from "./html.js";
+import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
+import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
 import {
   formatRate,
   renderRateChart,
@@ -25,8 +28,12 @@ export { escapeHtml } from "./html.js";
 /** Seconds between in-place refreshes of the page's data. */
 export const STATUS_PAGE_REFRESH_SECONDS = 5;
 
-export const STATUS_SCRIPT_PATH = "/status/assets/status.js";
-export const STATUS_STYLE_PATH = "/status/assets/status.css";
+/**
+ * The page's files, named by a hash of their content: browsers may cache them for good (a new
+ * version has a new name), so a reload of the page is one request.
+ */
+export const STATUS_SCRIPT_PATH = `/status/assets/status-${contentHash(STATUS_PAGE_SCRIPT)}.js`;
+export const STATUS_STYLE_PATH = `/status/assets/status-${contentHash(STATUS_PAGE_STYLE)}.css`;
 
 /** Content-Security-Policy sent with the page: same-origin files only, nothing inline. */
 export const STATUS_PAGE_CSP =
@@ -319,4 +326,8 @@ function formatSeconds(total: number): string {
   if (h > 0) return `${h}h ${m}m ${s}s`;
   if (m > 0) return `${m}m ${s}s`;
   return `${s}s`;
+}
+
+function contentHash(text: string): string {
+  return createHash("sha256").update(text).digest("hex").slice(0, 12);
 }

@@ -33,6 +33,8 @@ import {
   type UpstreamSnapshot,
 } from "./status-report.js";
 
+const IMMUTABLE = "public, max-age=31536000, immutable";
+
 /** Rows on one page of the HTML list (the JSON's default is DEFAULT_LIMIT). */
 const PAGE_ROWS = 50;
 
@@ -154,11 +156,18 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
     return reply.send(detail);
   });
 
+  // Named by content hash (status-page.ts): cacheable for good.
   app.get(STATUS_SCRIPT_PATH, async (_request, reply) =>
-    reply.type("text/javascript; charset=utf-8").send(STATUS_PAGE_SCRIPT),
+    reply
+      .header("cache-control", IMMUTABLE)
+      .type("text/javascript; charset=utf-8")
+      .send(STATUS_PAGE_SCRIPT),
   );
   app.get(STATUS_STYLE_PATH, async (_request, reply) =>
-    reply.type("text/css; charset=utf-8").send(STATUS_PAGE_STYLE),
+    reply
+      .header("cache-control", IMMUTABLE)
+      .type("text/css; charset=utf-8")
+      .send(STATUS_PAGE_STYLE),
   );
 }
 

@@ -135,24 +135,32 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
     let loads = 0;
     page.on("load", () => loads++);
     try {
-      // A warm-up load (Chromium's own start-up is not the page's), then the measured one.
+      // A warm-up load (Chromium's own start-up is not the page's), then three measured ones:
+      // the browser's navigation timing (request sent to load event done), median of three,
+      // because this machine is shared and one slow sample says more about it than the page.
       await page.goto(`${adminUrl}/status`);
-      const started = performance.now();
-      const response = await page.goto(`${adminUrl}/status`, { waitUntil: "load" });
-      const loadMs = performance.now() - started;
-      const navigation = await page.evaluate(() => {
-        const entry = (
-          globalThis as unknown as {
-            performance: { getEntriesByType(t: string): { loadEventEnd: number }[] };
-          }
-        ).performance.getEntriesByType("navigation")[0];
-        return entry?.loadEventEnd ?? Number.NaN;
-      });
+      const samples: { wallMs: number; loadMs: number }[] = [];
+      for (let i = 0; i < 3; i++) {
+        const started = performance.now();
+        const response = await page.goto(`${adminUrl}/status`, { waitUntil: "load" });
+        const wallMs = performance.now() - started;
+        expect(response?.status()).toBe(200);
+        const loadMs = await page.evaluate(() => {
+          const entry = (
+            globalThis as unknown as {
+              performance: { getEntriesByType(t: string): { loadEventEnd: number }[] };
+            }
+          ).performance.getEntriesByType("navigation")[0];
+          return entry?.loadEventEnd ?? Number.NaN;
+        });
+        samples.push({ wallMs, loadMs });
+      }
+      const median = [...samples].sort((a, b) => a.loadMs - b.loadMs)[1]!;
       console.log(
-        `status page, ${COUNT} upstreams: load ${loadMs.toFixed(0)} ms (navigation timing ${navigation.toFixed(0)} ms)`,
+        `status page, ${COUNT} upstreams: load ${samples.map((s) => `${s.loadMs.toFixed(0)} ms`).join(", ")} (navigation timing; as seen by the test ${samples.map((s) => `${s.wallMs.toFixed(0)} ms`).join(", ")})`,
       );
-      expect(response?.status()).toBe(200);
-      expect(loadMs).toBeLessThan(1_000);
+      expect(median.loadMs).toBeLessThan(1_000);
+      loads = 1;
 
       // Summary counts, as the JSON has them.
       expect(await text(page, "#upstream-count")).toBe(String(COUNT));
@@ -160,9 +168,13 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
         expect(await text(page, `[data-count="${state}"]`)).toBe(String(count));
       }
       // Problems first: both broken credentials lead the list and the summary.
-      const firstRows = await page.locator("tbody tr").evaluateAll((rows) =>
-        rows.slice(0, 2).map((r) => (r as unknown as { dataset: { upstream: string } }).dataset.upstream),
-      );
+      const firstRows = await page
+        .locator("tbody tr")
+        .evaluateAll((rows) =>
+          rows
+            .slice(0, 2)
+            .map((r) => (r as unknown as { dataset: { upstream: string } }).dataset.upstream),
+        );
       expect(firstRows.sort()).toEqual([BROKEN_EAGER, BROKEN_LAZY].sort());
       expect(await text(page, ".problem-list")).toContain(BROKEN_LAZY);
       expect(await page.locator("tbody tr").count()).toBe(50);
@@ -172,7 +184,16 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
       await search.fill(BROKEN_LAZY);
       await page.waitForFunction(
         (name) => {
-          const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): { length: number; [i: number]: { getAttribute(a: string): string | null } } } }).document;
+          const doc = (
+            globalThis as unknown as {
+              document: {
+                querySelectorAll(s: string): {
+                  length: number;
+                  [i: number]: { getAttribute(a: string): string | null };
+                };
+              };
+            }
+          ).document;
           const rows = doc.querySelectorAll("tbody tr");
           return rows.length === 1 && rows[0]!.getAttribute("data-upstream") === name;
         },
@@ -186,7 +207,12 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
       await search.fill("");
       await page.selectOption('select[name="state"]', "failed");
       await page.waitForFunction(
-        () => (globalThis as unknown as { document: { querySelectorAll(s: string): { length: number } } }).document.querySelectorAll("tbody tr").length === 2,
+        () =>
+          (
+            globalThis as unknown as {
+              document: { querySelectorAll(s: string): { length: number } };
+            }
+          ).document.querySelectorAll("tbody tr").length === 2,
         undefined,
         { timeout: 10_000 },
       );
@@ -205,13 +231,17 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
       await page.selectOption('select[name="state"]', "");
       await page.locator(`tr[data-upstream="${USED[0]}"] a`).click();
       await page.locator(`section.detail[data-upstream="${USED[0]}"] svg.timeline`).waitFor();
-      expect(await text(page, "section.detail")).toContain("prefetch (within tokenCache.eagerLimit)");
+      expect(await text(page, "section.detail")).toContain(
+        "prefetch (within tokenCache.eagerLimit)",
+      );
 
       mkdirSync(dirname(SCREENSHOT), { recursive: true });
       await page.screenshot({ path: SCREENSHOT, fullPage: true });
 
       // In-place refresh: the data comes again, the page is not reloaded, the typed text stays.
-      const refreshesBefore = Number((await page.locator("body").getAttribute("data-refreshes")) ?? 0);
+      const refreshesBefore = Number(
+        (await page.locator("body").getAttribute("data-refreshes")) ?? 0,
+      );
       await page.waitForFunction(
         (before) =>
           Number(
@@ -222,7 +252,7 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
         { timeout: 15_000 },
       );
       expect(await search.inputValue()).toBe(USED[0]);
-      expect(loads).toBe(2);
+      expect(loads).toBe(1);
 
       // Same-origin only, and the CSP blocked nothing.
       expect(requested.every((url) => url.startsWith(adminUrl))).toBe(true);

@@ -1,5 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { STATUS_PAGE_CSP } from "../../src/admin/status-page.js";
+import {
+  STATUS_PAGE_CSP,
+  STATUS_SCRIPT_PATH,
+  STATUS_STYLE_PATH,
+} from "../../src/admin/status-page.js";
 import { fingerprint } from "../../src/token/fingerprint.js";
 import {
   buildTestAdmin,
@@ -123,22 +127,26 @@ describe("GET /status", () => {
     // No reload: the script refreshes the data in place.
     expect(html).not.toContain('http-equiv="refresh"');
     // The only script and stylesheet are the page's own files; nothing inline, nothing remote.
-    expect(html.match(/<script[^>]*>/g)).toEqual(['<script src="/status/assets/status.js" defer>']);
-    expect(html).toContain('<script src="/status/assets/status.js" defer></script>');
+    expect(STATUS_SCRIPT_PATH).toMatch(/^\/status\/assets\/status-[0-9a-f]{12}\.js$/);
+    expect(html.match(/<script[^>]*>/g)).toEqual([`<script src="${STATUS_SCRIPT_PATH}" defer>`]);
+    expect(html).toContain(`<script src="${STATUS_SCRIPT_PATH}" defer></script>`);
     expect(html.match(/<link[^>]*>/g)).toEqual([
-      '<link rel="stylesheet" href="/status/assets/status.css">',
+      `<link rel="stylesheet" href="${STATUS_STYLE_PATH}">`,
     ]);
     expect(html).not.toMatch(/style=|<style|@import|url\(|https?:\/\/(?!files|scripts)/i);
     expect(html).toContain('data-upstream="files"');
     expect(html).toContain('data-upstream="scripts"');
     expect(html).toContain("BP_ERR_TOKEN_REJECTED");
 
-    const script = await admin.app.inject({ url: "/status/assets/status.js" });
+    const script = await admin.app.inject({ url: STATUS_SCRIPT_PATH });
     expect(script.statusCode).toBe(200);
     expect(script.headers["content-type"]).toBe("text/javascript; charset=utf-8");
+    expect(script.headers["cache-control"]).toBe("public, max-age=31536000, immutable");
     expect(script.body).toContain("/status/fragment");
-    const style = await admin.app.inject({ url: "/status/assets/status.css" });
+    const style = await admin.app.inject({ url: STATUS_STYLE_PATH });
     expect(style.headers["content-type"]).toBe("text/css; charset=utf-8");
+    // The page itself and its data are never cached.
+    expect(res.headers["cache-control"]).toBe("no-store");
   });
 
   it("shows one upstream's detail with its fingerprint, timeline and sparklines", async () => {
