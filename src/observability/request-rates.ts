@@ -114,8 +114,9 @@ export function createRequestRates(): RequestRates {
       const { chunk, base, last } = ring;
       for (let k = 0; k < RATE_BUCKETS; k++) {
         const absolute = bucket - RATE_BUCKETS + 1 + k;
-        // Buckets after the last write saw no request; those a full ring before it were reused.
-        if (absolute > last || absolute <= last - RATE_BUCKETS) continue;
+        // Buckets after the last write saw no request; those a full ring before it were reused;
+        // those before the clock's zero (a process younger than 15 minutes) never existed.
+        if (absolute < 0 || absolute > last || absolute <= last - RATE_BUCKETS) continue;
         const index = absolute % RATE_BUCKETS;
         requests[k] = chunk[base + index]!;
         errors[k] = chunk[base + RATE_BUCKETS + index]!;
@@ -137,7 +138,7 @@ export function createRequestRates(): RequestRates {
     if (ring !== undefined) {
       const { chunk, base, last } = ring;
       for (
-        let absolute = Math.max(bucket - RATE_BUCKETS + 1, last - RATE_BUCKETS + 1);
+        let absolute = Math.max(0, bucket - RATE_BUCKETS + 1, last - RATE_BUCKETS + 1);
         absolute <= Math.min(bucket, last);
         absolute++
       ) {

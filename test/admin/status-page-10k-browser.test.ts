@@ -159,7 +159,7 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
       console.log(
         `status page, ${COUNT} upstreams: load ${samples.map((s) => `${s.loadMs.toFixed(0)} ms`).join(", ")} (navigation timing; as seen by the test ${samples.map((s) => `${s.wallMs.toFixed(0)} ms`).join(", ")})`,
       );
-      expect(median.loadMs).toBeLessThan(1_000);
+      expect.soft(median.loadMs).toBeLessThan(1_000);
       loads = 1;
 
       // Summary counts, as the JSON has them.

@@ -59,6 +59,18 @@ describe("request rates ring buffer", () => {
     ]);
   });
 
+  it("reads right in a process younger than 15 minutes (the clock starts at zero)", () => {
+    const rates = createRequestRates();
+    rates.record("files", true, 20_000);
+    rates.record("other", false, 40_000);
+    const series = rates.series("files", 50_000);
+    expect(series.requests.every((n) => Number.isInteger(n))).toBe(true);
+    expect(series.requests.slice(-3)).toEqual([1, 0, 0]); // buckets 15–30 s, 30–45 s, 45–60 s
+    expect(series.requests.reduce((a, b) => a + b, 0)).toBe(1);
+    expect(rates.totalSeries(50_000).requests.reduce((a, b) => a + b, 0)).toBe(2);
+    expect(rates.recent("files", 50_000)).toMatchObject({ requests15m: 1, errors15m: 1 });
+  });
+
   it("holds 10,000 upstreams in under 5 MiB of counters", () => {
     const rates = createRequestRates();
     for (let i = 0; i < 10_000; i++) rates.record(`svc-${i}`, i % 7 === 0, T0 + i);
