@@ -37,7 +37,7 @@ export const STATUS_STYLE_PATH = `/status/assets/status-${contentHash(STATUS_PAG
 
 /** Content-Security-Policy sent with the page: same-origin files only, nothing inline. */
 export const STATUS_PAGE_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 const READINESS_REASONS: Readonly<Record<string, string>> = {
   config: "set in the config",

@@ -91,7 +91,8 @@ export const STATUS_PAGE_SCRIPT = `"use strict";
     const params = new URL(anchor.href).searchParams;
     for (const name of fields) {
       const field = form.elements.namedItem(name);
-      if (field) field.value = params.get(name) || "";
+      // A parameter left out of a link is its default: the select's first option, or empty.
+      if (field) field.value = params.get(name) || (field.options ? field.options[0].value : "");
     }
     offset = Number(params.get("offset") || "0");
     refresh("navigation");
