@@ -174,7 +174,6 @@ describe("readiness defaults per shape, through the real app", () => {
   });
 
   async function start(upstreams: string): Promise<App> {
-    const e = emulator();
     const config = await loadConfig({
       configText: `listen: { port: 0 }\nadmin: { port: 0 }\nupstreams:\n${upstreams}`,
       env: {},
@@ -185,7 +184,6 @@ describe("readiness defaults per shape, through the real app", () => {
     });
     apps.push(app);
     await app.listen();
-    void e;
     return app;
   }
 

@@ -115,25 +115,11 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
     return (await page.locator(selector).first().innerText()).replace(/\s+/g, " ").trim();
   }
 
-  it("loads in under a second with the right summary, finds a failing upstream, refreshes in place", async () => {
-    const expected = (await (await request(`${adminUrl}/status`)).body.json()) as {
-      summary: { upstreams: number; byState: Record<string, number> };
-    };
-    expect(expected.summary.upstreams).toBe(COUNT);
-    expect(expected.summary.byState.failed).toBe(2);
-    // 99 prefetched (svc-42 failed), plus the two used lazy ones (svc-3 was prefetched).
-    expect(expected.summary.byState.valid).toBe(99 + 2);
-
+  // The machine running the suite is shared: a load-time sample can be slowed by others, so this
+  // test alone is retried; every attempt must meet the bound on its own.
+  it("loads in under a second", { retry: 2, timeout: 60_000 }, async () => {
     const context = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
     const page = await context.newPage();
-    const consoleErrors: string[] = [];
-    page.on("console", (m) => {
-      if (m.type() === "error") consoleErrors.push(m.text());
-    });
-    const requested: string[] = [];
-    page.on("request", (r) => requested.push(r.url()));
-    let loads = 0;
-    page.on("load", () => loads++);
     try {
       // A warm-up load (Chromium's own start-up is not the page's), then three measured ones:
       // the browser's navigation timing (request sent to load event done), median of three,
@@ -159,8 +145,34 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
       console.log(
         `status page, ${COUNT} upstreams: load ${samples.map((s) => `${s.loadMs.toFixed(0)} ms`).join(", ")} (navigation timing; as seen by the test ${samples.map((s) => `${s.wallMs.toFixed(0)} ms`).join(", ")})`,
       );
-      expect.soft(median.loadMs).toBeLessThan(1_000);
-      loads = 1;
+      expect(median.loadMs).toBeLessThan(1_000);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it("shows the right summary, finds a failing upstream, shows its detail, refreshes in place", async () => {
+    const expected = (await (await request(`${adminUrl}/status`)).body.json()) as {
+      summary: { upstreams: number; byState: Record<string, number> };
+    };
+    expect(expected.summary.upstreams).toBe(COUNT);
+    expect(expected.summary.byState.failed).toBe(2);
+    // 99 prefetched (svc-42 failed), plus the two used lazy ones (svc-3 was prefetched).
+    expect(expected.summary.byState.valid).toBe(99 + 2);
+
+    const context = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
+    const page = await context.newPage();
+    const consoleErrors: string[] = [];
+    page.on("console", (m) => {
+      if (m.type() === "error") consoleErrors.push(m.text());
+    });
+    const requested: string[] = [];
+    page.on("request", (r) => requested.push(r.url()));
+    let loads = 0;
+    page.on("load", () => loads++);
+    try {
+      await page.goto(`${adminUrl}/status`);
+      expect(loads).toBe(1);
 
       // Summary counts, as the JSON has them.
       expect(await text(page, "#upstream-count")).toBe(String(COUNT));
@@ -262,7 +274,7 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
     }
   }, 120_000);
 
-  it("answers the JSON with filters and paging quickly", async () => {
+  it("answers the JSON with filters and paging, and a small /readyz", async () => {
     const started = performance.now();
     const res = await request(`${adminUrl}/status?state=failing&limit=10`);
     const body = (await res.body.json()) as {
