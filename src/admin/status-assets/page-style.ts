@@ -25,7 +25,8 @@ figcaption{color:#57606a;font-size:12px}
 ol.problems{margin:0;padding-left:20px}
 ol.problems li{margin:2px 0;overflow-wrap:anywhere}
 .columns{display:grid;grid-template-columns:minmax(0,1fr);gap:12px}
-.columns.with-detail{grid-template-columns:minmax(0,1fr) minmax(0,680px)}
+.columns.with-detail{grid-template-columns:minmax(0,1fr) minmax(0,560px)}
+svg.chart,svg.timeline{max-width:100%;height:auto}
 table{border-collapse:collapse;width:100%}
 .list th{text-align:left;color:#57606a;font-weight:600;border-bottom:1px solid #d0d7de;padding:4px 8px 4px 0}
 .list td{padding:3px 8px 3px 0;border-bottom:1px solid #eaeef2;vertical-align:top}
@@ -62,5 +63,6 @@ svg .grid{stroke:#d0d7de;stroke-dasharray:3 3}
 .timeline .next{stroke:#9a6700;stroke-width:2}
 .timeline .now{stroke:#1f2328;stroke-width:2}
 .timeline .now-label{fill:#1f2328;font-weight:600}
-@media (max-width:1100px){.columns.with-detail,.overview{grid-template-columns:minmax(0,1fr)}}
+.list td.last-error{min-width:12em}
+@media (max-width:1300px){.columns.with-detail,.overview{grid-template-columns:minmax(0,1fr)}}
 `;
