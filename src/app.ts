@@ -41,17 +41,22 @@ export interface App {
 }
 
 /**
- * /startup passes once every prefetched upstream has had a token (a Kubernetes startup probe
- * then lets the app container start). Lazy upstreams don't hold startup back.
+ * /startup passes once every prefetched upstream the readiness policy requires has had a token
+ * (a Kubernetes startup probe then lets the app container start). Lazy upstreams don't hold
+ * startup back, nor does any token under `readiness.requireTokens: none` (a gateway must not
+ * stay "starting" forever because one tenant's credential is broken).
  */
 function watchStartup(
   config: ProxyConfig,
   tokens: TokenRegistry,
   lifecycle: Lifecycle,
 ): NodeJS.Timeout | undefined {
-  const waitingFor = tokens.eager
-    ? config.upstreams.filter((u) => u.tokenPolicy.prefetch).map((u) => u.name)
-    : [];
+  const waitingFor =
+    config.readiness.requireTokens === "none"
+      ? []
+      : config.upstreams
+          .filter((u) => tokens.modeOf(u.name).mode === "prefetch")
+          .map((u) => u.name);
   const check = (): boolean => {
     const statuses = tokens.statuses();
     const pending = waitingFor.filter((name) => {
@@ -135,6 +140,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     upstreamNames: config.upstreams.map((u) => u.name),
     upstreams: config.upstreams,
     tokenStatus: (name: string) => tokens.forUpstream(name).status(),
+    tokenMode: (name: string) => tokens.modeOf(name),
     lifecycle,
     metrics,
     logger,

@@ -3,17 +3,17 @@
  * metrics, a status page, and /quitquitquit for Jobs whose sidecar must end with the app
  * (Envoy and Istio use the same path). Builds the fastify instance; never listens itself.
  */
-import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyInstance } from "fastify";
 import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { TokenMode } from "../token/token-registry.js";
 import type { TokenStatus } from "../token/types.js";
 import { quitRefusal } from "./quit-guard.js";
-import { evaluateReadiness, type Readiness } from "./readiness.js";
-import { createScrubber, scrubDeep } from "./redact.js";
-import { renderStatusPage, STATUS_PAGE_CSP } from "./status-page.js";
-import { buildStatusReport } from "./status-report.js";
+import type { ReadinessCondition } from "./readiness.js";
+import { createScrubber } from "./redact.js";
+import { registerStatusRoutes } from "./status-routes.js";
 
 export interface AdminServerDeps {
   config: ProxyConfig;
@@ -36,6 +36,12 @@ export interface AdminServerDeps {
    * is configured; /status shows it. Without it /status has no shared-cache entry.
    */
   sharedCacheState?: () => string;
+  /** How an upstream's token is fetched (token registry); default: its config's token.prefetch. */
+  tokenMode?: (upstreamName: string) => TokenMode;
+  /** Readiness conditions besides tokens and the lifecycle (e.g. sustained overload). */
+  readinessConditions?: () => readonly ReadinessCondition[];
+  /** Monotonic clock of the request rates; default performance.now. */
+  monotonicNow?: () => number;
 }
 
 /** The admin endpoints, listed in 404 answers so a mistyped probe path is easy to fix. */
@@ -45,6 +51,7 @@ export const ADMIN_ENDPOINTS = [
   "GET /startup",
   "GET /metrics",
   "GET /status",
+  "GET /status/upstreams/:name",
   "POST /quitquitquit",
 ] as const;
 
@@ -75,30 +82,27 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     }
   });
 
+  const configModes = new Map(
+    configs.map((c): [string, TokenMode] => [
+      c.name,
+      { mode: c.tokenPolicy.prefetch ? "prefetch" : "lazy", decidedBy: "token.prefetch" },
+    ]),
+  );
+  const modeOf = deps.tokenMode ?? ((name: string): TokenMode => configModes.get(name)!);
   const snapshot = () =>
-    configs.map((config) => ({ config, status: deps.tokenStatus(config.name) }));
-  const readiness = (statuses = snapshot()): Readiness =>
-    evaluateReadiness({
-      phase: deps.lifecycle.phase,
-      overloaded: deps.lifecycle.load.overloadedFor(deps.config.limits.sustainedOverloadMs),
-      upstreams: statuses.map(({ config, status }) => ({
-        name: config.name,
-        prefetch: config.tokenPolicy.prefetch,
-        status,
-      })),
-    });
+    configs.map((config) => ({
+      config,
+      status: deps.tokenStatus(config.name),
+      mode: modeOf(config.name),
+    }));
 
   app.addHook("onSend", async (_request, reply) => {
-    reply.header("cache-control", "no-store");
+    // Admin answers are live data; only the status page's content-named files may be cached.
+    if (!reply.hasHeader("cache-control")) reply.header("cache-control", "no-store");
     reply.header("x-content-type-options", "nosniff");
   });
 
   app.get("/livez", async () => ({ status: "ok" }));
-
-  app.get("/readyz", async (_request, reply) => {
-    const result = readiness();
-    return reply.code(result.statusCode).send(scrubDeep(result.body, scrub));
-  });
 
   app.get("/startup", async (_request, reply) => {
     const started = deps.lifecycle.started;
@@ -111,27 +115,21 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     return reply.type(deps.metrics.registry.contentType).send(text);
   });
 
-  app.get("/status", async (request, reply) => {
-    const statuses = snapshot();
-    const raw = await buildStatusReport({
-      version: deps.version,
-      phase: deps.lifecycle.phase,
-      ready: readiness(statuses).ready,
-      startedAtWallMs: deps.startedAtWallMs,
-      nowWallMs: now(),
-      upstreams: statuses,
-      metrics: deps.metrics,
-      sharedCacheState: deps.sharedCacheState?.(),
-    });
-    const report = scrubDeep(raw, scrub);
-    reply.header("vary", "accept");
-    if (wantsHtml(request)) {
-      reply.header("content-security-policy", STATUS_PAGE_CSP);
-      reply.header("x-frame-options", "DENY");
-      reply.header("referrer-policy", "no-referrer");
-      return reply.type("text/html; charset=utf-8").send(renderStatusPage(report));
-    }
-    return reply.send(report);
+  registerStatusRoutes(app, {
+    snapshot,
+    readiness: deps.config.readiness,
+    readinessConditions: () => [
+      overloadCondition(deps.lifecycle, deps.config.limits.sustainedOverloadMs),
+      ...(deps.readinessConditions?.() ?? []),
+    ],
+    lifecycle: deps.lifecycle,
+    metrics: deps.metrics,
+    scrub,
+    version: deps.version,
+    startedAtWallMs: deps.startedAtWallMs,
+    now,
+    monotonicNow: deps.monotonicNow ?? (() => performance.now()),
+    sharedCacheState: deps.sharedCacheState,
   });
 
   let quitting = false;
@@ -206,15 +204,6 @@ function updateExpiryGauge(
   }
 }
 
-/** HTML when the client asks for it (browsers), JSON otherwise (curl sends `*` / `*`). */
-function wantsHtml(request: FastifyRequest): boolean {
-  const format = (request.query as Record<string, unknown> | undefined)?.format;
-  if (format === "html") return true;
-  if (format === "json") return false;
-  const accept = request.headers.accept ?? "";
-  return /\btext\/html\b/i.test(accept);
-}
-
 // Every name must have a config: a mismatch is a wiring bug, so fail when the server is built.
 function resolveUpstreams(deps: AdminServerDeps): UpstreamConfig[] {
   const byName = new Map([...deps.config.upstreams, ...deps.upstreams].map((u) => [u.name, u]));
@@ -233,4 +222,19 @@ function statusOf(error: unknown): number {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : "bad request";
+}
+
+/**
+ * Sustained overload (proxy/overload.ts): refusals over limits.maxInFlight for
+ * limits.sustainedOverload make the replica unready, so a gateway sheds load to its peers.
+ */
+function overloadCondition(lifecycle: Lifecycle, sustainedMs: number): ReadinessCondition {
+  const overloaded = lifecycle.load.overloadedFor(sustainedMs);
+  return {
+    name: "overload",
+    ready: !overloaded,
+    reason: overloaded
+      ? `requests have been refused over limits.maxInFlight for ${sustainedMs} ms`
+      : "keeping up",
+  };
 }

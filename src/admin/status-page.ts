@@ -1,82 +1,198 @@
 /**
- * The human form of /status: one self-contained HTML page (inline CSS, no scripts, no external
- * assets) that reloads itself every few seconds. Served with a CSP that forbids everything but
- * inline styles, and every value is HTML-escaped, so a hostile upstream name or IdP error
- * description cannot run anything in an operator's browser.
+ * The human form of /status, built for 10,000 upstreams: a summary first (counts by token
+ * state, rates, a 15-minute chart, the worst upstreams), a search form, one page of upstreams
+ * (problems first) and the detail of one (token timeline, sparklines). Rendered here, on the
+ * server, from the same report as the JSON; the page's small script (status-assets/) only
+ * fetches the part below the form again every 5 s and swaps it in, so what the operator typed
+ * stays. Without the script every link and the form still work as plain navigation.
+ *
+ * Served under a CSP that allows only same-origin script, style and fetches; every value is
+ * HTML-escaped, so a hostile upstream name or IdP error cannot run anything in the browser.
  */
-import type { StatusReport, UpstreamReport } from "./status-report.js";
+import { createHash } from "node:crypto";
+import type { TokenMode } from "../token/token-registry.js";
+import { escapeHtml } from "./html.js";
+import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
+import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
+import {
+  formatRate,
+  renderRateChart,
+  renderSparkline,
+  renderTokenTimeline,
+} from "./status-charts.js";
+import { TOKEN_STATES } from "./status-query.js";
+import type { StatusReport, UpstreamDetail } from "./status-report.js";
 
-/** Seconds between automatic reloads of the page. */
+export { escapeHtml } from "./html.js";
+
+/** Seconds between in-place refreshes of the page's data. */
 export const STATUS_PAGE_REFRESH_SECONDS = 5;
 
-/** Content-Security-Policy sent with the page. */
-export const STATUS_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'";
+/**
+ * The page's files, named by a hash of their content: browsers may cache them for good (a new
+ * version has a new name), so a reload of the page is one request.
+ */
+export const STATUS_SCRIPT_PATH = `/status/assets/status-${contentHash(STATUS_PAGE_SCRIPT)}.js`;
+export const STATUS_STYLE_PATH = `/status/assets/status-${contentHash(STATUS_PAGE_STYLE)}.css`;
 
-const BADGE_COLOURS: Readonly<Record<string, string>> = {
-  valid: "#1a7f37",
-  running: "#1a7f37",
-  ready: "#1a7f37",
-  degraded: "#9a6700",
-  draining: "#9a6700",
-  fetching: "#0969da",
-  starting: "#0969da",
-  idle: "#57606a",
-  failed: "#cf222e",
-  "not ready": "#cf222e",
-  closed: "#57606a",
-  stopped: "#57606a",
-  up: "#1a7f37",
-  connecting: "#0969da",
-  down: "#cf222e",
+/** Content-Security-Policy sent with the page: same-origin files only, nothing inline. */
+export const STATUS_PAGE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+const READINESS_REASONS: Readonly<Record<string, string>> = {
+  config: "set in the config",
+  "one-client": "default for one client",
+  "several-clients": "default for several clients",
 };
 
-const STYLE = `
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;background:#f6f8fa;color:#1f2328}
-header{background:#24292f;color:#fff;padding:12px 24px;display:flex;gap:16px;align-items:center;flex-wrap:wrap}
-header h1{font-size:18px;margin:0 8px 0 0}
-header .meta{color:#d0d7de}
-main{padding:16px 24px;display:grid;gap:16px;grid-template-columns:repeat(auto-fill,minmax(420px,1fr))}
-section{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:12px 16px}
-section h2{font-size:16px;margin:0 0 8px;display:flex;gap:8px;align-items:center}
-table{border-collapse:collapse;width:100%}
-th{text-align:left;font-weight:600;color:#57606a;padding:3px 12px 3px 0;width:38%;vertical-align:top}
-td{padding:3px 0;overflow-wrap:anywhere;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:13px}
-.badge{display:inline-block;border-radius:10px;padding:1px 9px;color:#fff;font-size:12px;font-weight:600;font-family:system-ui,sans-serif}
-.error{color:#cf222e}
-.empty{padding:24px;color:#57606a}
-footer{padding:0 24px 16px;color:#57606a;font-size:12px}
-`;
-
-/** Render the status report as a complete HTML document. */
-export function renderStatusPage(report: StatusReport): string {
-  const sections = report.upstreams.map(renderUpstream).join("\n");
+/** Render the whole document: header, search form, then the live part. */
+export function renderStatusPage(report: StatusReport, detail?: UpstreamDetail): string {
+  const p = report.page;
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="refresh" content="${STATUS_PAGE_REFRESH_SECONDS}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>bearer-proxy status</title>
-<style>${STYLE}</style>
+<link rel="stylesheet" href="${STATUS_STYLE_PATH}">
+<script src="${STATUS_SCRIPT_PATH}" defer></script>
 </head>
-<body>
+<body data-refresh-seconds="${STATUS_PAGE_REFRESH_SECONDS}">
 <header>
 <h1>bearer-proxy</h1>
 <span class="meta">version ${escapeHtml(report.version)}</span>
 <span class="meta">phase ${badge(report.phase)}</span>
-<span class="meta">${badge(report.ready ? "ready" : "not ready")}</span>
+<span class="meta" id="ready-badge">${badge(report.ready ? "ready" : "not ready")}</span>
+<span class="meta">readiness requires tokens: <b>${escapeHtml(report.readiness.requireTokens)}</b> (${escapeHtml(READINESS_REASONS[report.readiness.chosenBy] ?? report.readiness.chosenBy)})</span>
 <span class="meta">up ${escapeHtml(formatSeconds(report.uptimeSeconds))}</span>
 ${report.sharedTokenCache ? `<span class="meta">redis token cache ${badge(report.sharedTokenCache.state)}</span>\n` : ""}</header>
-<main>
-${sections || '<p class="empty">No upstreams configured.</p>'}
-</main>
-<footer>Generated ${escapeHtml(report.generatedAt)}; reloads every ${STATUS_PAGE_REFRESH_SECONDS} s. Tokens are shown only as fingerprints (first 8 hex of SHA-256). JSON: <code>curl /status</code>.</footer>
+<form id="filters" method="get" action="/status" role="search">
+<input type="hidden" name="upstream" value="${escapeHtml(detail?.name ?? "")}">
+<label>Search <input type="search" name="q" value="${escapeHtml(p.q)}" placeholder="name or base URL" autocomplete="off" spellcheck="false"></label>
+<label>State <select name="state">${options(
+    [
+      ["", "any"],
+      ["failing", "failing (failed or degraded)"],
+      ...TOKEN_STATES.map((s): [string, string] => [s, s]),
+    ],
+    p.state,
+  )}</select></label>
+<label>Mode <select name="mode">${options(
+    [
+      ["", "any"],
+      ["prefetch", "prefetch"],
+      ["lazy", "lazy"],
+    ],
+    p.mode,
+  )}</select></label>
+<label>Order <select name="sort">${options(
+    [
+      ["problems", "problems first"],
+      ["config", "config order"],
+      ["name", "name"],
+    ],
+    p.sort,
+  )}</select></label>
+<button type="submit">Apply</button>
+<span id="refresh-state" class="muted" aria-live="polite"></span>
+</form>
+<div id="live">
+${renderStatusFragment(report, detail)}
+</div>
+<footer>Times are UTC. Tokens are shown only as fingerprints (first 8 hex of SHA-256). The data refreshes every ${STATUS_PAGE_REFRESH_SECONDS} s. JSON: <code>curl /status</code> (same filters: <code>?state=failing&amp;q=…&amp;limit=…&amp;offset=…</code>).</footer>
 </body>
 </html>
 `;
 }
 
-function renderUpstream(u: UpstreamReport): string {
+/** The live part: summary, the page of upstreams and the selected upstream's detail. */
+export function renderStatusFragment(report: StatusReport, detail?: UpstreamDetail): string {
+  const link = linker(report, detail?.name ?? "");
+  return `<div id="fragment" data-generated-at="${escapeHtml(report.generatedAt)}" data-ready="${report.ready}">
+${renderSummary(report, link)}
+<div class="columns${detail ? " with-detail" : ""}">
+${renderList(report, link, detail?.name)}
+${detail ? renderDetail(detail, link) : ""}
+</div>
+</div>`;
+}
+
+function renderSummary(report: StatusReport, link: Link): string {
+  const s = report.summary;
+  const stateLinks = TOKEN_STATES.map(
+    (state) =>
+      `<a class="count" data-nav href="${escapeHtml(link({ state, offset: 0 }))}">${badge(state)} <b data-count="${state}">${s.byState[state]}</b></a>`,
+  ).join(" ");
+  const problems =
+    s.problems.length === 0
+      ? '<p class="muted">No problems: every token usable or lazily waiting, no recent errors.</p>'
+      : `<ol class="problems">${s.problems
+          .map(
+            (pr) =>
+              `<li><a data-nav href="${escapeHtml(link({ upstream: pr.name }))}">${escapeHtml(pr.name)}</a> ${badge(pr.state)}${pr.errorsPerSecond > 0 ? ` <span class="error">${formatRate(pr.errorsPerSecond)} errors/s</span>` : ""}${pr.lastError ? ` <span class="muted">${escapeHtml(pr.lastError.code)}: ${escapeHtml(truncate(pr.lastError.message, 120))}</span>` : ""}</li>`,
+          )
+          .join(
+            "",
+          )}</ol>${s.problemCount > s.problems.length ? `<p><a data-nav href="${escapeHtml(link({ state: "failing", sort: "problems", offset: 0 }))}">all ${s.problemCount} problems…</a></p>` : ""}`;
+  return `<section class="summary" aria-label="Summary">
+<div class="stats">
+<div class="stat"><span class="label">Upstreams</span><b id="upstream-count">${s.upstreams}</b></div>
+<div class="stat"><span class="label">Requests / s (1 min)</span><b>${formatRate(s.requests.requestsPerSecond)}</b><span class="muted">${s.requests.requests15m} in 15 min</span></div>
+<div class="stat"><span class="label">Errors / s (1 min)</span><b class="${s.requests.errorsPerSecond > 0 ? "error" : ""}">${formatRate(s.requests.errorsPerSecond)}</b><span class="muted">${s.requests.errors15m} in 15 min</span></div>
+<div class="stat"><span class="label">Token mode</span><b>${s.byMode.prefetch}</b><span class="muted">prefetch, ${s.byMode.lazy} lazy</span></div>
+</div>
+<div class="states">Token states: <a class="count" data-nav href="${escapeHtml(link({ state: "", offset: 0 }))}">all <b>${s.upstreams}</b></a> ${stateLinks}</div>
+<div class="overview">
+<figure><figcaption>All requests (blue) and errors (red), last 15 minutes</figcaption>${renderRateChart(s.series)}</figure>
+<div class="problem-list"><h2>Problems (${s.problemCount})</h2>${problems}</div>
+</div>
+</section>`;
+}
+
+function renderList(report: StatusReport, link: Link, selected: string | undefined): string {
+  const p = report.page;
+  const first = p.total === 0 ? 0 : p.offset + 1;
+  const last = p.offset + p.returned;
+  const rows = report.upstreams
+    .map((u) => {
+      const t = u.token;
+      return `<tr data-upstream="${escapeHtml(u.name)}"${u.name === selected ? ' class="selected"' : ""}>
+<td><a data-nav href="${escapeHtml(link({ upstream: u.name }))}">${escapeHtml(u.name)}</a></td>
+<td>${badge(t.state)}</td>
+<td>${u.prefetch ? "prefetch" : "lazy"}</td>
+<td class="url">${escapeHtml(u.baseUrl)}</td>
+<td>${escapeHtml(formatSecondsToExpiry(t.secondsToExpiry))}</td>
+<td class="num">${formatRate(u.rates.requestsPerSecond)}</td>
+<td class="num${u.rates.errorsPerSecond > 0 ? " error" : ""}">${formatRate(u.rates.errorsPerSecond)}</td>
+<td class="last-error">${t.lastError ? `<span class="error">${escapeHtml(t.lastError.code)}</span> ${escapeHtml(truncate(t.lastError.message, 80))}` : ""}</td>
+</tr>`;
+    })
+    .join("\n");
+  const prev =
+    p.offset > 0
+      ? `<a data-nav rel="prev" href="${escapeHtml(link({ offset: Math.max(0, p.offset - p.limit) }))}">← previous</a>`
+      : '<span class="muted">← previous</span>';
+  const next =
+    last < p.total
+      ? `<a data-nav rel="next" href="${escapeHtml(link({ offset: p.offset + p.limit }))}">next →</a>`
+      : '<span class="muted">next →</span>';
+  return `<section class="list" aria-label="Upstreams">
+<h2 id="list-heading">Upstreams ${first}–${last} of <span id="match-count">${p.total}</span> matching${p.total < report.summary.upstreams ? ` (of ${report.summary.upstreams})` : ""}</h2>
+${
+  p.returned === 0
+    ? '<p class="empty">No upstream matches.</p>'
+    : `<table>
+<thead><tr><th>Upstream</th><th>Token</th><th>Mode</th><th>Base URL</th><th>Expires</th><th class="num">Req/s</th><th class="num">Err/s</th><th>Last error</th></tr></thead>
+<tbody>
+${rows}
+</tbody>
+</table>`
+}
+<nav class="pager">${prev} ${next}</nav>
+</section>`;
+}
+
+function renderDetail(u: UpstreamDetail, link: Link): string {
   const t = u.token;
   const r = u.requests;
   const classes = Object.entries(r.byStatusClass)
@@ -90,6 +206,7 @@ function renderUpstream(u: UpstreamReport): string {
     ["Base URL", escapeHtml(u.baseUrl)],
     ["API version", escapeHtml(u.apiVersion)],
     ["Token endpoint", escapeHtml(u.tokenUrl)],
+    ["Token mode", escapeHtml(modeLabel(u.tokenMode))],
     ["Token state", badge(t.state)],
     ["Fingerprint", text(t.fingerprint)],
     ["Scope", text(t.scope)],
@@ -119,34 +236,82 @@ function renderUpstream(u: UpstreamReport): string {
     ],
     ["Proxy errors", `${r.errors}${errorCodes ? ` (${escapeHtml(errorCodes)})` : ""}`],
     ["401 replays", String(r.replays)],
-    ["Token mode", u.prefetch ? "prefetch" : "lazy (fetched on first request)"],
   ];
-  const body = rows.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join("\n");
-  return `<section data-upstream="${escapeHtml(u.name)}">
-<h2>${escapeHtml(u.name)} ${badge(t.state)}</h2>
-<table>
-${body}
+  const table = rows.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join("\n");
+  return `<section class="detail" data-upstream="${escapeHtml(u.name)}" aria-label="Upstream ${escapeHtml(u.name)}">
+<h2>${escapeHtml(u.name)} ${badge(t.state)} <a class="close" data-nav href="${escapeHtml(link({ upstream: "" }))}" aria-label="Close the detail">×</a></h2>
+<h3>Token timeline</h3>
+${renderTokenTimeline(u.timeline)}
+<h3>Last 15 minutes</h3>
+<div class="sparks">
+<div><span class="label">requests ${formatRate(u.rates.requestsPerSecond)}/s</span>${renderSparkline(u.series.requests, "requests", u.series.bucketSeconds)}</div>
+<div><span class="label">errors ${formatRate(u.rates.errorsPerSecond)}/s</span>${renderSparkline(u.series.errors, "errors", u.series.bucketSeconds)}</div>
+</div>
+<table class="facts">
+${table}
 </table>
 </section>`;
 }
 
+/** "prefetch" or "lazy", and what decided it, as the operator's config would say it. */
+export function modeLabel(mode: TokenMode): string {
+  if (mode.mode === "prefetch") {
+    return mode.decidedBy === "eagerLimit"
+      ? "prefetch (within tokenCache.eagerLimit)"
+      : "prefetch (fetched at start)";
+  }
+  return mode.decidedBy === "eagerLimit"
+    ? "lazy (beyond tokenCache.eagerLimit; fetched on first request)"
+    : "lazy (fetched on first request)";
+}
+
+type LinkChanges = Partial<Record<"q" | "state" | "mode" | "sort" | "upstream", string>> & {
+  offset?: number;
+};
+/** A link to /status keeping the current filters and selection, with `changes` applied. */
+type Link = (changes: LinkChanges) => string;
+
+function linker(report: StatusReport, selected: string): Link {
+  const p = report.page;
+  const current: Record<string, string> = {
+    q: p.q,
+    state: p.state,
+    mode: p.mode,
+    sort: p.sort === "problems" ? "" : p.sort,
+    offset: p.offset === 0 ? "" : String(p.offset),
+    upstream: selected,
+  };
+  return (changes) => {
+    const merged = { ...current };
+    for (const [key, value] of Object.entries(changes)) {
+      merged[key] = key === "offset" ? (value === 0 ? "" : String(value)) : String(value);
+    }
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(merged)) if (value !== "") params.set(key, value);
+    const query = params.toString();
+    return query === "" ? "/status" : `/status?${query}`;
+  };
+}
+
+function options(choices: readonly [string, string][], selected: string): string {
+  return choices
+    .map(
+      ([value, label]) =>
+        `<option value="${escapeHtml(value)}"${value === selected ? " selected" : ""}>${escapeHtml(label)}</option>`,
+    )
+    .join("");
+}
+
 function badge(label: string): string {
-  const colour = BADGE_COLOURS[label] ?? "#57606a";
-  return `<span class="badge" style="background:${colour}">${escapeHtml(label)}</span>`;
+  return `<span class="badge b-${label.replace(/[^a-z]/g, "-")}">${escapeHtml(label)}</span>`;
 }
 
 function text(value: string | null): string {
   return value === null ? "—" : escapeHtml(value);
 }
 
-/** Escape the five characters that matter in HTML text and attribute values. */
-export function escapeHtml(value: string): string {
-  return value
-    .replaceAll("&", "&amp;")
-    .replaceAll("<", "&lt;")
-    .replaceAll(">", "&gt;")
-    .replaceAll('"', "&quot;")
-    .replaceAll("'", "&#39;");
+function truncate(value: string, max: number): string {
+  return value.length > max ? `${value.slice(0, max)}…` : value;
 }
 
 function formatSecondsToExpiry(seconds: number | null): string {
@@ -161,4 +326,8 @@ function formatSeconds(total: number): string {
   if (h > 0) return `${h}h ${m}m ${s}s`;
   if (m > 0) return `${m}m ${s}s`;
   return `${s}s`;
+}
+
+function contentHash(text: string): string {
+  return createHash("sha256").update(text).digest("hex").slice(0, 12);
 }

@@ -1,14 +1,27 @@
 /**
- * The /status snapshot: configuration, token state and request counts per upstream. Built from
- * secret-free inputs only (TokenStatus, config URLs without userinfo, metric counters); the admin
- * server scrubs the result once more before the JSON or the HTML page leaves.
+ * The /status snapshot: a summary of every upstream (counts by token state and mode, gateway-wide
+ * rates, the worst upstreams), then one page of upstreams picked by the query, each with its
+ * configuration, token state, request counts and recent rates; and the detail of one upstream
+ * (15-minute series, token timeline). Built from secret-free inputs only (TokenStatus, config
+ * URLs without userinfo, counters); the admin server scrubs the result once more before it
+ * leaves. Only the page's rows are built in full, so 10,000 upstreams cost little more than 100.
  */
-import type { ClientAuthMethod, UpstreamConfig } from "../config/types.js";
+import type { ClientAuthMethod, ReadinessConfig, UpstreamConfig } from "../config/types.js";
 import type { LifecyclePhase } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { RateSeries, RecentRate } from "../observability/request-rates.js";
 import { notSharedReason } from "../token/client-auth/shared-cache-secret.js";
+import type { TokenMode } from "../token/token-registry.js";
 import type { TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
+import {
+  applyStatusQuery,
+  isProblem,
+  problemRank,
+  type QueryableUpstream,
+  type StatusQuery,
+  TOKEN_STATES,
+} from "./status-query.js";
 
 export interface TokenReport {
   state: TokenState;
@@ -43,65 +56,323 @@ export interface UpstreamReport {
   baseUrl: string;
   apiVersion: string;
   tokenUrl: string;
-  /** False for lazy upstreams, which fetch their first token on first use. */
+  /** True when the token is fetched at start; false for lazy upstreams (fetched on first use). */
   prefetch: boolean;
   /** How the proxy authenticates to the token endpoint (the method only, never key or secret). */
   clientAuth: ClientAuthMethod;
   /** Set when a shared cache is configured but this credential's tokens stay local, and why. */
   tokenNotShared?: string;
+  /** The real mode and what decided it (token.prefetch, or tokenCache.eagerLimit). */
+  tokenMode: TokenMode;
   token: TokenReport;
   requests: RequestCounts;
+  /** Requests and errors (5xx and the proxy's own errors) of the last minute and 15 minutes. */
+  rates: RecentRate;
+}
+
+/** A 15-minute series, oldest bucket first. */
+export interface SeriesReport {
+  bucketSeconds: number;
+  /** Start of the oldest bucket. */
+  startAt: string;
+  requests: number[];
+  errors: number[];
+}
+
+/** The points of a token's life, for the timeline picture. */
+export interface TokenTimeline {
+  /** When the current token was requested (its lifetime counts from here). */
+  issuedAt: string | null;
+  /** The policy's refresh window (token.refreshWindow of the lifetime). */
+  refreshWindowFrom: string | null;
+  refreshWindowTo: string | null;
+  nextRefreshAt: string | null;
+  expiresAt: string | null;
+  now: string;
+}
+
+export interface UpstreamDetail extends UpstreamReport {
+  series: SeriesReport;
+  timeline: TokenTimeline;
+}
+
+export interface ProblemEntry {
+  name: string;
+  state: TokenState;
+  errorsPerSecond: number;
+  lastError: { code: string; message: string } | null;
+}
+
+export interface StatusSummary {
+  upstreams: number;
+  /** Every token state, zeros included. */
+  byState: Record<TokenState, number>;
+  byMode: { prefetch: number; lazy: number };
+  /** Gateway-wide, every request (routed or not). */
+  requests: RecentRate;
+  /** Upstreams without a usable token, failing refreshes or answering errors now. */
+  problemCount: number;
+  /** The worst of them, at most SUMMARY_PROBLEMS. */
+  problems: ProblemEntry[];
+  /** Gateway-wide requests and errors of the last 15 minutes. */
+  series: SeriesReport;
 }
 
 export interface StatusReport {
   version: string;
   phase: LifecyclePhase;
   ready: boolean;
+  readiness: ReadinessConfig;
   startedAt: string;
   uptimeSeconds: number;
   generatedAt: string;
   /** Present only when a shared token cache (Redis) is configured. */
   sharedTokenCache?: { kind: "redis"; state: string };
+  summary: StatusSummary;
+  /** The query as understood, and where this page sits among the matching upstreams. */
+  page: {
+    q: string;
+    state: string;
+    mode: string;
+    sort: string;
+    offset: number;
+    limit: number;
+    /** Upstreams matching the filters. */
+    total: number;
+    returned: number;
+  };
   upstreams: UpstreamReport[];
+}
+
+/** How an upstream's URLs are shown (userinfo and query hidden), computed once per config. */
+export interface UpstreamDisplay {
+  baseUrl: string;
+  baseUrlLower: string;
+  tokenUrl: string;
+}
+
+/** A memo of UpstreamDisplay per config object (parsing 10,000 URLs per refresh adds up). */
+export function createDisplayCache(): (config: UpstreamConfig) => UpstreamDisplay {
+  const cache = new WeakMap<UpstreamConfig, UpstreamDisplay>();
+  return (config) => {
+    let display = cache.get(config);
+    if (!display) {
+      const baseUrl = displayUrl(config.baseUrl);
+      display = {
+        baseUrl,
+        baseUrlLower: baseUrl.toLowerCase(),
+        tokenUrl: displayUrl(config.token.tokenUrl),
+      };
+      cache.set(config, display);
+    }
+    return display;
+  };
+}
+
+/** One upstream as the admin server knows it. */
+export interface UpstreamSnapshot {
+  config: UpstreamConfig;
+  status: TokenStatus;
+  mode: TokenMode;
 }
 
 export interface StatusInput {
   version: string;
   phase: LifecyclePhase;
   ready: boolean;
+  readiness: ReadinessConfig;
   startedAtWallMs: number;
   nowWallMs: number;
-  upstreams: readonly { config: UpstreamConfig; status: TokenStatus }[];
+  /** `performance.now()` at the same moment (the rates' clock). */
+  nowMs: number;
+  upstreams: readonly UpstreamSnapshot[];
   metrics: Metrics;
   /** The Redis shared cache's state, or undefined when none is configured. */
   sharedCacheState?: string | undefined;
+  query: StatusQuery;
+  /** The display cache (createDisplayCache); a fresh one when absent. */
+  display?: (config: UpstreamConfig) => UpstreamDisplay;
 }
 
-/** Assemble the status snapshot; reads the metric counters once for all upstreams. */
+/** Problems listed in the summary. */
+export const SUMMARY_PROBLEMS = 10;
+
+interface Row extends QueryableUpstream {
+  snapshot: UpstreamSnapshot;
+  rates: RecentRate;
+}
+
+/** Assemble the status snapshot: the summary over all upstreams, then the query's page. */
 export async function buildStatusReport(input: StatusInput): Promise<StatusReport> {
+  const display = input.display ?? createDisplayCache();
+  const rows = toRows(input, display);
+  const { total, page } = applyStatusQuery(rows, input.query);
   const counts = await readRequestCounts(input.metrics);
   const now = input.nowWallMs;
   return {
     version: input.version,
     phase: input.phase,
     ready: input.ready,
+    readiness: input.readiness,
     startedAt: iso(input.startedAtWallMs) ?? "",
     uptimeSeconds: Math.max(0, Math.floor((now - input.startedAtWallMs) / 1000)),
     generatedAt: iso(now) ?? "",
     ...(input.sharedCacheState === undefined
       ? {}
       : { sharedTokenCache: { kind: "redis" as const, state: input.sharedCacheState } }),
-    upstreams: input.upstreams.map(({ config, status }) => ({
-      name: config.name,
-      baseUrl: displayUrl(config.baseUrl),
-      apiVersion: config.apiVersion,
-      tokenUrl: displayUrl(config.token.tokenUrl),
-      prefetch: config.tokenPolicy.prefetch,
-      clientAuth: config.token.clientAuth,
-      ...tokenSharing(config, input.sharedCacheState),
-      token: tokenReport(status, now),
-      requests: counts.get(config.name) ?? emptyCounts(),
+    summary: summarize(rows, input),
+    page: {
+      q: input.query.q,
+      state: input.query.stateParam,
+      mode: input.query.mode ?? "",
+      sort: input.query.sort,
+      offset: input.query.offset,
+      limit: input.query.limit,
+      total,
+      returned: page.length,
+    },
+    upstreams: page.map((row) => upstreamReport(row, counts, now, display, input.sharedCacheState)),
+  };
+}
+
+/** One upstream in full, with its 15-minute series and token timeline. */
+export async function buildUpstreamDetail(
+  input: Omit<
+    StatusInput,
+    "query" | "upstreams" | "version" | "phase" | "ready" | "readiness" | "startedAtWallMs"
+  >,
+  snapshot: UpstreamSnapshot,
+): Promise<UpstreamDetail> {
+  const display = input.display ?? createDisplayCache();
+  const counts = await readRequestCounts(input.metrics);
+  const rates = input.metrics.requestRates;
+  const name = snapshot.config.name;
+  const row: Row = {
+    ...queryable(snapshot, 0, rates.recent(name, input.nowMs), display),
+    snapshot,
+    rates: rates.recent(name, input.nowMs),
+  };
+  return {
+    ...upstreamReport(row, counts, input.nowWallMs, display, input.sharedCacheState),
+    series: seriesReport(rates.series(name, input.nowMs), input.nowMs, input.nowWallMs),
+    timeline: timeline(snapshot, input.nowWallMs),
+  };
+}
+
+function toRows(input: StatusInput, display: (config: UpstreamConfig) => UpstreamDisplay): Row[] {
+  const rates = input.metrics.requestRates;
+  return input.upstreams.map((snapshot, index) => {
+    const recent = rates.recent(snapshot.config.name, input.nowMs);
+    return {
+      name: snapshot.config.name,
+      baseUrlLower: display(snapshot.config).baseUrlLower,
+      state: snapshot.status.state,
+      mode: snapshot.mode.mode,
+      index,
+      errorsPerSecond: recent.errorsPerSecond,
+      snapshot,
+      rates: recent,
+    };
+  });
+}
+
+function queryable(
+  snapshot: UpstreamSnapshot,
+  index: number,
+  recent: RecentRate,
+  display: (config: UpstreamConfig) => UpstreamDisplay,
+): QueryableUpstream {
+  return {
+    name: snapshot.config.name,
+    baseUrlLower: display(snapshot.config).baseUrlLower,
+    state: snapshot.status.state,
+    mode: snapshot.mode.mode,
+    index,
+    errorsPerSecond: recent.errorsPerSecond,
+  };
+}
+
+function summarize(rows: readonly Row[], input: StatusInput): StatusSummary {
+  const byState = Object.fromEntries(TOKEN_STATES.map((s) => [s, 0])) as Record<TokenState, number>;
+  const byMode = { prefetch: 0, lazy: 0 };
+  const problems: Row[] = [];
+  for (const row of rows) {
+    byState[row.state]++;
+    byMode[row.mode]++;
+    if (isProblem(row)) problems.push(row);
+  }
+  problems.sort(
+    (a, b) =>
+      problemRank(a) - problemRank(b) || b.errorsPerSecond - a.errorsPerSecond || a.index - b.index,
+  );
+  const rates = input.metrics.requestRates;
+  return {
+    upstreams: rows.length,
+    byState,
+    byMode,
+    requests: rates.totalRecent(input.nowMs),
+    problemCount: problems.length,
+    problems: problems.slice(0, SUMMARY_PROBLEMS).map((row) => ({
+      name: row.name,
+      state: row.state,
+      errorsPerSecond: row.errorsPerSecond,
+      lastError: row.snapshot.status.lastError
+        ? {
+            code: row.snapshot.status.lastError.code,
+            message: row.snapshot.status.lastError.message,
+          }
+        : null,
     })),
+    series: seriesReport(rates.totalSeries(input.nowMs), input.nowMs, input.nowWallMs),
+  };
+}
+
+function upstreamReport(
+  row: Row,
+  counts: ReadonlyMap<string, RequestCounts>,
+  nowWallMs: number,
+  display: (config: UpstreamConfig) => UpstreamDisplay,
+  sharedCacheState: string | undefined,
+): UpstreamReport {
+  const { config, status, mode } = row.snapshot;
+  const shown = display(config);
+  return {
+    name: config.name,
+    baseUrl: shown.baseUrl,
+    apiVersion: config.apiVersion,
+    tokenUrl: shown.tokenUrl,
+    prefetch: mode.mode === "prefetch",
+    tokenMode: mode,
+    clientAuth: config.token.clientAuth,
+    ...tokenSharing(config, sharedCacheState),
+    token: tokenReport(status, nowWallMs),
+    requests: counts.get(config.name) ?? emptyCounts(),
+    rates: row.rates,
+  };
+}
+
+function seriesReport(series: RateSeries, nowMs: number, nowWallMs: number): SeriesReport {
+  return {
+    bucketSeconds: series.bucketMs / 1000,
+    startAt: iso(nowWallMs - (nowMs - series.startMs)) ?? "",
+    requests: series.requests,
+    errors: series.errors,
+  };
+}
+
+function timeline(snapshot: UpstreamSnapshot, nowWallMs: number): TokenTimeline {
+  const { status, config } = snapshot;
+  const expires = status.expiresAtWallMs;
+  const lifetime = status.lifetimeMs;
+  const issued = expires !== undefined && lifetime !== undefined ? expires - lifetime : undefined;
+  const [from, to] = config.tokenPolicy.refreshWindow;
+  return {
+    issuedAt: iso(issued),
+    refreshWindowFrom: issued === undefined ? null : iso(issued + from * lifetime!),
+    refreshWindowTo: issued === undefined ? null : iso(issued + to * lifetime!),
+    nextRefreshAt: iso(status.nextRefreshAtWallMs),
+    expiresAt: iso(expires),
+    now: iso(nowWallMs) ?? "",
   };
 }
 

@@ -7,6 +7,7 @@ import { isAbsolute, resolve } from "node:path";
 import { DEFAULT_API_VERSION, KNOWN_API_VERSIONS, resolveApiVersion } from "./api-versions.js";
 import { type IssuePath, toPointer } from "./issues.js";
 import { normalizeSentinel } from "./redis-topology.js";
+import { readinessConfig } from "./readiness-defaults.js";
 import type { ConfigFile, UpstreamConfigFile } from "./schema.js";
 import { DEFAULT_ACCEPT_TOKEN_TYPES } from "./token-types.js";
 import type {
@@ -117,6 +118,7 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
   const shutdown = file.shutdown ?? {};
   const cache = file.tokenCache ?? {};
   const D = DEFAULTS;
+  const upstreams = file.upstreams.map((u, i) => normalizeUpstream(u, ["upstreams", i], ctx));
   return {
     listen: listenSpec(file.listen, D.listen),
     admin: listenSpec(file.admin, D.admin),
@@ -161,7 +163,8 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
       maxSources: cache.maxSources ?? D.tokenCache.maxSources,
       eagerLimit: cache.eagerLimit ?? D.tokenCache.eagerLimit,
     },
-    upstreams: file.upstreams.map((u, i) => normalizeUpstream(u, ["upstreams", i], ctx)),
+    readiness: readinessConfig(file.readiness?.requireTokens, upstreams),
+    upstreams,
   };
 }
 
@@ -266,6 +269,7 @@ function tokenPolicy(t: UpstreamConfigFile["token"] = {}): TokenPolicy {
     initialBackoffMs: parseDurationMs(t.initialBackoff ?? D.initialBackoff),
     maxBackoffMs: parseDurationMs(t.maxBackoff ?? D.maxBackoff),
     prefetch: t.prefetch ?? D.prefetch,
+    prefetchExplicit: t.prefetch !== undefined,
   };
 }
 

@@ -95,7 +95,10 @@ export const TokenSettings = T.Object(
     initialBackoff: T.Optional(Duration),
     /** Largest retry delay. Default "30s". */
     maxBackoff: T.Optional(Duration),
-    /** Fetch the token at start instead of on first use. Default true (see `tokenCache.eagerLimit`). */
+    /**
+     * Fetch the token at start instead of on first use. Default: true for the first
+     * `tokenCache.eagerLimit` credentials in config order, lazy beyond; set, it wins over the limit.
+     */
     prefetch: T.Optional(T.Boolean()),
     /**
      * `token_type` values accepted (case-insensitively) and sent as `Authorization: Bearer`.
@@ -326,6 +329,22 @@ export const Shutdown = T.Object(
   { additionalProperties: false },
 );
 
+export const Readiness = T.Object(
+  {
+    /**
+     * Which upstreams' tokens /readyz (and /startup) wait for: `all` (every upstream: one without
+     * a usable token makes the proxy unready; lazy ones count once their first fetch failed),
+     * `prefetched` (only credentials prefetched at start), `none` (tokens never affect readiness;
+     * a failing credential shows in /status, metrics and its own routes' 503s). Default: `all`
+     * when every upstream uses one client (a sidecar), `none` with several clients (a gateway).
+     */
+    requireTokens: T.Optional(
+      T.Union([T.Literal("all"), T.Literal("prefetched"), T.Literal("none")]),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const TokenCache = T.Object(
   {
     /** Share tokens across replicas through Redis. */
@@ -384,7 +403,7 @@ export const TokenCache = T.Object(
     ),
     /** Most token sources kept in memory at once (least recently used are evicted). Default 20000. */
     maxSources: T.Optional(T.Integer({ minimum: 1 })),
-    /** With more credentials than this, tokens are fetched on first use instead of at start. Default 100. */
+    /** Tokens of the first this many credentials (config order) are fetched at start, the rest on first use; `token.prefetch` wins. Default 100. */
     eagerLimit: T.Optional(T.Integer({ minimum: 0 })),
   },
   { additionalProperties: false },
@@ -418,6 +437,8 @@ export const ConfigFile = T.Object(
     limits: T.Optional(Limits),
     shutdown: T.Optional(Shutdown),
     tokenCache: T.Optional(TokenCache),
+    /** What /readyz requires besides running (see `Readiness`). */
+    readiness: T.Optional(Readiness),
     /** The upstreams; at least one. */
     upstreams: T.Array(Upstream, { minItems: 1 }),
   },

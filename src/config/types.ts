@@ -29,7 +29,10 @@ export interface TokenPolicy {
   minRefreshIntervalMs: number;
   initialBackoffMs: number;
   maxBackoffMs: number;
+  /** Fetch at start (default true, within `tokenCache.eagerLimit`); false: on first use. */
   prefetch: boolean;
+  /** True when the file sets `token.prefetch`: the value then wins over `tokenCache.eagerLimit`. */
+  prefetchExplicit: boolean;
 }
 
 /** How the proxy authenticates to the token endpoint (setting `clientAuth`; see token/client-auth/). */
@@ -176,6 +179,15 @@ export interface RedisCacheConfig {
   commandTimeoutMs: number;
 }
 
+/** Which upstreams' tokens readiness waits for (schema.ts `Readiness`). */
+export type RequireTokens = "all" | "prefetched" | "none";
+
+export interface ReadinessConfig {
+  requireTokens: RequireTokens;
+  /** "config" when the file set it, else the shape that chose the default. */
+  chosenBy: "config" | "one-client" | "several-clients";
+}
+
 export interface ProxyConfig {
   listen: ListenSpec;
   admin: ListenSpec;
@@ -187,5 +199,6 @@ export interface ProxyConfig {
   limits: LimitsConfig;
   shutdown: { drainDelayMs: number; timeoutMs: number };
   tokenCache: { redis: RedisCacheConfig | undefined; maxSources: number; eagerLimit: number };
+  readiness: ReadinessConfig;
   upstreams: readonly UpstreamConfig[];
 }

@@ -4,6 +4,7 @@
  * (upstream name), the method, status class and error codes — never raw paths or hosts.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { createRequestRates, type RequestRates } from "./request-rates.js";
 
 export interface Metrics {
   registry: Registry;
@@ -16,6 +17,8 @@ export interface Metrics {
   tokenFetchDurationSeconds: Histogram<"upstream">;
   tokenExpiryTimestampSeconds: Gauge<"upstream">;
   redisUp: Gauge;
+  /** The last 15 minutes of request and error counts, for the status page (not exported). */
+  requestRates: RequestRates;
 }
 
 /** Methods outside this set are labelled "OTHER" so clients can't blow up cardinality. */
@@ -93,5 +96,6 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       help: "1 when the shared Redis token cache answers, 0 when the proxy fell back to local fetching.",
       registers,
     }),
+    requestRates: createRequestRates(),
   };
 }

@@ -40,8 +40,9 @@ export interface RequestRecorder {
 export function createRequestRecorder(metrics: Metrics, accessLog: AccessLog): RequestRecorder {
   const requestMetrics = createRequestMetrics(metrics);
   const recordRequest = ((record: RequestRecord): void => {
-    const durationMs = performance.now() - record.startMs;
-    requestMetrics.finished(record, durationMs);
+    const nowMs = performance.now();
+    const durationMs = nowMs - record.startMs;
+    requestMetrics.finished(record, durationMs, nowMs);
     if (!accessLog.enabled()) return;
     const { pathname } = record;
     accessLog.write({

@@ -40,7 +40,8 @@ export interface FinishedRequest {
 export interface RequestMetrics {
   /** A request was routed to `upstream`: it is in flight until `finished`. */
   started(upstream: string): void;
-  finished(request: FinishedRequest, durationMs: number): void;
+  /** `nowMs`: `performance.now()` at the end, if the caller has it (dates the 15-minute rates). */
+  finished(request: FinishedRequest, durationMs: number, nowMs?: number): void;
 }
 
 /** What prom-client calls before reading a metric; typed here because its classes omit it. */
@@ -74,6 +75,7 @@ export function createRequestMetrics(metrics: Metrics): RequestMetrics {
   const batchSeconds = new Float64Array(DURATION_BATCH);
   const batchSeries: RequestSeries[] = [];
   let batched = 0;
+  const rates = metrics.requestRates;
 
   function observeBatch(): void {
     const histogram = metrics.requestDurationSeconds;
@@ -137,7 +139,11 @@ export function createRequestMetrics(metrics: Metrics): RequestMetrics {
     started(upstream) {
       inFlightFor(upstream).delta++;
     },
-    finished(request, durationMs) {
+    finished(request, durationMs, nowMs = performance.now()) {
+      const error =
+        request.status >= 500 ||
+        (request.errorCode !== undefined && request.errorCode !== "client_closed");
+      rates.record(request.upstream, error, nowMs);
       const entry = seriesFor(request.upstream, request.method, request.status);
       entry.pending++;
       batchSeconds[batched] = durationMs / 1000;

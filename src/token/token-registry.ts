@@ -1,7 +1,8 @@
 /**
  * All token sources of an app, one per distinct credential (upstreams with the same credential
  * share one), in a bounded LRU: an evicted source is closed (its timers stop) and recreated on
- * next use. Small configurations prefetch every token at start; large gateways fetch lazily.
+ * next use. The first `eagerLimit` credentials (config order) prefetch their token at start, the
+ * rest fetch on first use; an upstream's explicit `token.prefetch` wins either way.
  */
 import { LRUCache } from "lru-cache";
 import type { Logger } from "pino";
@@ -15,11 +16,15 @@ import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
 import { emptyTokenStatus } from "./token-status.js";
 import type { AccessToken, TokenProvider, TokenStatus } from "./types.js";
 
+// Sources not alive share one frozen status each: /status reads 10,000 of them per refresh.
+const IDLE_STATUS: TokenStatus = Object.freeze(emptyTokenStatus("idle"));
+const CLOSED_STATUS: TokenStatus = Object.freeze(emptyTokenStatus("closed"));
+
 export interface TokenRegistryOptions {
   upstreams: readonly UpstreamConfig[];
   /** Most sources alive at once (config tokenCache.maxSources). */
   maxSources: number;
-  /** Prefetch at start only when there are at most this many credentials. */
+  /** Credentials prefetched at start by default (config order); beyond, lazy. */
   eagerLimit: number;
   /** The dispatcher for an upstream's token endpoint (same TLS settings as the upstream). */
   dispatcherFor(upstream: UpstreamConfig): Dispatcher;
@@ -36,20 +41,53 @@ export interface TokenRegistry {
    * an evicted source comes back on next use. Its close() does nothing; close the registry.
    */
   forUpstream(name: string): TokenProvider;
-  /** Prefetch every credential's token when there are at most eagerLimit of them. */
+  /** Start the first fetch of every credential whose mode is "prefetch". */
   startEager(): void;
   /** Status per upstream name (sources not alive report "idle"). */
   statuses(): Map<string, TokenStatus>;
   /** Number of distinct credentials in the configuration. */
   readonly credentialCount: number;
-  /** True when tokens are prefetched at start (credentials ≤ eagerLimit), false when lazy. */
-  readonly eager: boolean;
+  /** How the named upstream's credential gets its first token, and why (for /status). */
+  modeOf(name: string): TokenMode;
+  /** Number of credentials prefetched at start. */
+  readonly prefetchCount: number;
   close(): void;
+}
+
+/** A credential's token mode as decided at start. */
+export interface TokenMode {
+  mode: "prefetch" | "lazy";
+  /** "token.prefetch": set on the upstream; "eagerLimit": within or beyond tokenCache.eagerLimit. */
+  decidedBy: "token.prefetch" | "eagerLimit";
 }
 
 interface CredentialGroup {
   key: string;
   upstreams: UpstreamConfig[];
+  mode: TokenMode;
+}
+
+/**
+ * Decide each credential's mode in config order: an explicit `token.prefetch` wins; the others
+ * prefetch while the budget (eagerLimit, at most maxSources so none is evicted at once) lasts.
+ */
+function assignModes(groups: Iterable<CredentialGroup>, budget: number): number {
+  let prefetched = 0;
+  let defaulted = 0;
+  for (const group of groups) {
+    const policies = group.upstreams.map((u) => u.tokenPolicy);
+    if (policies.some((p) => p.prefetchExplicit && p.prefetch)) {
+      group.mode = { mode: "prefetch", decidedBy: "token.prefetch" };
+    } else if (policies.every((p) => p.prefetchExplicit || !p.prefetch)) {
+      group.mode = { mode: "lazy", decidedBy: "token.prefetch" };
+    } else {
+      const within = defaulted < budget;
+      if (within) defaulted++;
+      group.mode = { mode: within ? "prefetch" : "lazy", decidedBy: "eagerLimit" };
+    }
+    if (group.mode.mode === "prefetch") prefetched++;
+  }
+  return prefetched;
 }
 
 /** The registry; sources are created on first use (or by `startEager`). */
@@ -62,13 +100,16 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
     const key = localCredentialKey(upstream);
     let group = groups.get(key);
     if (!group) {
-      group = { key, upstreams: [] };
+      group = { key, upstreams: [], mode: { mode: "lazy", decidedBy: "eagerLimit" } };
       groups.set(key, group);
     }
     group.upstreams.push(upstream);
     groupOf.set(upstream.name, group);
   }
-  const eager = groups.size <= Math.min(options.eagerLimit, options.maxSources);
+  const prefetchCount = assignModes(
+    groups.values(),
+    Math.min(options.eagerLimit, options.maxSources),
+  );
   const cache = new LRUCache<string, TokenProvider>({
     max: options.maxSources,
     dispose: (source) => source.close(),
@@ -89,7 +130,8 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
       clock,
       logger: options.logger,
       metrics: options.metrics,
-      idleRefresh: eager,
+      // An unused token of a lazy credential is left to lapse rather than refreshed forever.
+      idleRefresh: group.mode.mode === "prefetch",
     });
     cache.set(group.key, source);
     return source;
@@ -117,7 +159,7 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
       start() {
         if (!closed) sourceFor(group).start();
       },
-      status: () => cache.peek(group.key)?.status() ?? emptyTokenStatus(closed ? "closed" : "idle"),
+      status: () => cache.peek(group.key)?.status() ?? (closed ? CLOSED_STATUS : IDLE_STATUS),
       close() {},
     };
   }
@@ -134,23 +176,25 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
       return facade;
     },
     startEager() {
-      if (closed || !eager) return;
+      if (closed) return;
       for (const group of groups.values()) {
-        if (group.upstreams.some((u) => u.tokenPolicy.prefetch)) sourceFor(group).start();
+        if (group.mode.mode === "prefetch") sourceFor(group).start();
       }
+    },
+    modeOf(name) {
+      const group = groupOf.get(name);
+      if (!group) throw new Error(`no upstream named ${JSON.stringify(name)}`);
+      return group.mode;
     },
     statuses() {
       const result = new Map<string, TokenStatus>();
       for (const [name, group] of groupOf) {
-        result.set(
-          name,
-          cache.peek(group.key)?.status() ?? emptyTokenStatus(closed ? "closed" : "idle"),
-        );
+        result.set(name, cache.peek(group.key)?.status() ?? (closed ? CLOSED_STATUS : IDLE_STATUS));
       }
       return result;
     },
     credentialCount: groups.size,
-    eager,
+    prefetchCount,
     close() {
       if (closed) return;
       closed = true;

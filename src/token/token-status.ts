@@ -32,6 +32,7 @@ export function describeTokenStatus(s: TokenSourceSnapshot): TokenStatus {
     fingerprint: current?.fingerprint,
     scope: current?.scope,
     expiresAtWallMs: current?.expiresAtWallMs,
+    lifetimeMs: current?.lifetimeMs,
     lastFetchAtWallMs: s.lastFetchAtWallMs,
     lastFetchDurationMs: s.lastFetchDurationMs,
     lastError:

@@ -41,6 +41,8 @@ export interface TokenStatus {
   fingerprint: string | undefined;
   scope: string | undefined;
   expiresAtWallMs: number | undefined;
+  /** Lifetime of the current token, counted from its request (expiry minus this: its start). */
+  lifetimeMs?: number | undefined;
   lastFetchAtWallMs: number | undefined;
   lastFetchDurationMs: number | undefined;
   /** Last failure: public code plus the IdP's `error`/`error_description` when it sent them. */

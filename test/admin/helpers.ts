@@ -1,11 +1,12 @@
 import { Writable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import { createAdminServer } from "../../src/admin/admin-server.js";
-import type { ProxyConfig, UpstreamConfig } from "../../src/config/types.js";
+import type { ProxyConfig, ReadinessConfig, UpstreamConfig } from "../../src/config/types.js";
 import { createLifecycle, type Lifecycle } from "../../src/lifecycle.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { fingerprint } from "../../src/token/fingerprint.js";
+import type { TokenMode } from "../../src/token/token-registry.js";
 import { emptyTokenStatus } from "../../src/token/token-status.js";
 import type { TokenStatus } from "../../src/token/types.js";
 import { makeProxyConfig, makeUpstreamConfig } from "../helpers/upstream-config.js";
@@ -21,6 +22,7 @@ export function validStatus(token: string, overrides: Partial<TokenStatus> = {})
     fingerprint: fingerprint(token),
     scope: "files:read files:write",
     expiresAtWallMs: NOW_WALL_MS + 540_000,
+    lifetimeMs: 600_000,
     lastFetchAtWallMs: NOW_WALL_MS - 59_000,
     lastFetchDurationMs: 42,
     lastError: undefined,
@@ -67,12 +69,19 @@ export interface TestAdminOptions {
   version?: string;
   /** The Redis shared cache's state, as app.ts passes it when tokenCache.redis is configured. */
   sharedCacheState?: () => string;
+  /** The readiness policy; default as normalized for one upstream (all). */
+  readiness?: ReadinessConfig;
+  /** Token modes as the registry decides them; default from each upstream's token.prefetch. */
+  tokenModes?: Record<string, TokenMode>;
+  /** The rates' monotonic clock (performance.now by default). */
+  monotonicNow?: () => number;
 }
 
 /** An admin server (not listening) over fake token statuses; close `app` after the test. */
 export function buildTestAdmin(options: TestAdminOptions = {}): TestAdmin {
   const upstreams = options.upstreams ?? [makeUpstreamConfig("files")];
-  const config = makeProxyConfig(upstreams);
+  const base = makeProxyConfig(upstreams);
+  const config = options.readiness ? { ...base, readiness: options.readiness } : base;
   const statuses = new Map<string, TokenStatus>();
   for (const u of upstreams) {
     statuses.set(u.name, options.statuses?.[u.name] ?? validStatus(`token-of-${u.name}`));
@@ -112,6 +121,13 @@ export function buildTestAdmin(options: TestAdminOptions = {}): TestAdmin {
     version: options.version ?? "9.9.9-test",
     now: () => NOW_WALL_MS,
     ...(options.sharedCacheState ? { sharedCacheState: options.sharedCacheState } : {}),
+    ...(options.tokenModes
+      ? {
+          tokenMode: (name: string) =>
+            options.tokenModes?.[name] ?? { mode: "prefetch", decidedBy: "eagerLimit" },
+        }
+      : {}),
+    ...(options.monotonicNow ? { monotonicNow: options.monotonicNow } : {}),
   });
   return { app, lifecycle, metrics, statuses, config, quitCalls: () => quits, logLines };
 }

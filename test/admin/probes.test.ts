@@ -39,6 +39,8 @@ describe("admin probes: /livez, /readyz, /startup", () => {
     expect(running.statusCode).toBe(200);
     expect(running.json()).toEqual({
       status: "ready",
+      requireTokens: "all",
+      summary: { upstreams: 1, ready: 1, notReady: 0, blocking: 0, byState: { valid: 1 } },
       upstreams: [{ name: "files", ready: true, state: "valid", reason: "token valid" }],
     });
 

@@ -25,9 +25,9 @@ function visibleText(locator: Locator): Promise<string> {
   return locator.innerText();
 }
 
-/** Visible text of an upstream's heading (name and state badge), whitespace collapsed. */
-async function headingOf(page: Page, upstream: string): Promise<string> {
-  const text = await visibleText(page.locator(`section[data-upstream="${upstream}"] h2`));
+/** Visible text of an upstream's row in the list, whitespace collapsed. */
+async function rowOf(page: Page, upstream: string): Promise<string> {
+  const text = await visibleText(page.locator(`tr[data-upstream="${upstream}"]`));
   return text.replace(/\s+/g, " ").trim();
 }
 
@@ -107,32 +107,40 @@ describe.skipIf(skip)("status page in a real headless browser", () => {
       expect(response?.status()).toBe(200);
       expect(await page.title()).toBe("bearer-proxy status");
 
-      const sections = page.locator("section[data-upstream]");
-      expect(await sections.count()).toBe(3);
-      const files = page.locator('section[data-upstream="files"]');
-      expect(await headingOf(page, "files")).toBe("files valid");
-      const filesText = await visibleText(files);
-      expect(filesText).toContain(fingerprint(TOKEN));
-      expect(filesText).toContain("1296 total (2xx: 1289, 4xx: 7)");
-      expect(filesText).toContain("https://api.example.test/iam/v1/oauth2/token");
-
-      const scripts = page.locator('section[data-upstream="scripts"]');
-      expect(await headingOf(page, "scripts")).toBe("scripts failed");
-      expect(await visibleText(scripts)).toContain("invalid_client: client authentication failed");
+      const rows = page.locator("tr[data-upstream]");
+      expect(await rows.count()).toBe(3);
+      // Problems first: the failing upstream leads the list and the summary.
+      expect(await rows.first().getAttribute("data-upstream")).toBe("scripts");
+      expect(await rowOf(page, "scripts")).toMatch(/^scripts failed prefetch/);
+      expect(await rowOf(page, "files")).toMatch(/^files valid prefetch/);
+      expect(await visibleText(page.locator(".problem-list"))).toContain(
+        "invalid_client: client authentication failed",
+      );
       // The failed badge is red, the valid one green: colour carries the state at a glance.
-      const colour = (section: typeof files) =>
-        section.locator("h2 .badge").evaluate((el) => {
+      const colour = (row: Locator) =>
+        row.locator(".badge").evaluate((el) => {
           // Runs in the page; the test's TypeScript has no DOM lib, hence the narrow type.
           const view = globalThis as unknown as {
             getComputedStyle(e: unknown): { backgroundColor: string };
           };
           return view.getComputedStyle(el).backgroundColor;
         });
-      expect(await colour(files)).toBe("rgb(26, 127, 55)");
-      expect(await colour(scripts)).toBe("rgb(207, 34, 46)");
+      expect(await colour(page.locator('tr[data-upstream="files"]'))).toBe("rgb(26, 127, 55)");
+      expect(await colour(page.locator('tr[data-upstream="scripts"]'))).toBe("rgb(207, 34, 46)");
 
-      const reports = page.locator('section[data-upstream="reports"]');
-      expect(await headingOf(page, "reports")).toBe("reports idle");
+      // The detail of one upstream, opened in place.
+      await page.locator('tr[data-upstream="files"] a').click();
+      const files = page.locator('section.detail[data-upstream="files"]');
+      await files.waitFor();
+      const filesText = await visibleText(files);
+      expect(filesText).toContain(fingerprint(TOKEN));
+      expect(filesText).toContain("1296 total (2xx: 1289, 4xx: 7)");
+      expect(filesText).toContain("https://api.example.test/iam/v1/oauth2/token");
+      expect(await files.locator("svg.timeline").count()).toBe(1);
+
+      await page.locator('tr[data-upstream="reports"] a').click();
+      const reports = page.locator('section.detail[data-upstream="reports"]');
+      await reports.waitFor();
       expect(await visibleText(reports)).toContain("lazy (fetched on first request)");
 
       const text = await visibleText(page.locator("body"));
@@ -141,8 +149,11 @@ describe.skipIf(skip)("status page in a real headless browser", () => {
         expect(text).not.toContain(secret);
         expect(html).not.toContain(secret);
       }
-      // Self-contained: the page loads nothing but itself, and the CSP blocked nothing.
-      expect(requested).toEqual([url]);
+      // Self-contained: the page loads only itself, its own script and stylesheet, and its
+      // data fragments; the CSP blocked nothing.
+      const origin = new URL(url).origin;
+      expect(requested.every((r) => r.startsWith(`${origin}/status`))).toBe(true);
+      expect(requested.some((r) => r.includes("/status/assets/status-"))).toBe(true);
       expect(blocked).toEqual([]);
 
       mkdirSync(dirname(SCREENSHOT), { recursive: true });
@@ -153,16 +164,40 @@ describe.skipIf(skip)("status page in a real headless browser", () => {
     }
   });
 
-  it("reloads itself to pick up state changes", async () => {
+  it("refreshes its data in place, keeping what the operator typed", async () => {
     const context = await browser.newContext();
     const page = await context.newPage();
+    let loads = 0;
+    page.on("load", () => loads++);
     try {
       await page.goto(url);
-      expect(await headingOf(page, "files")).toBe("files valid");
+      expect(await rowOf(page, "files")).toMatch(/^files valid/);
+      await page.locator('input[name="q"]').fill("fil");
+      await page.waitForFunction(
+        () =>
+          (
+            globalThis as unknown as {
+              document: { querySelectorAll(s: string): { length: number } };
+            }
+          ).document.querySelectorAll("tr[data-upstream]").length === 1,
+      );
       admin.statuses.set("files", failedStatus("BP_ERR_TOKEN_NETWORK", "connect ECONNREFUSED"));
-      // The meta refresh fires after 5 s; wait for the navigation it causes.
-      await page.waitForEvent("load", { timeout: 10_000 });
-      expect(await headingOf(page, "files")).toBe("files failed");
+      // The script fetches the data every 5 s and swaps it in; no navigation happens.
+      await page.waitForFunction(
+        () =>
+          (
+            globalThis as unknown as {
+              document: { querySelector(s: string): { textContent: string } | null };
+            }
+          ).document
+            .querySelector('tr[data-upstream="files"]')
+            ?.textContent.includes("failed") === true,
+        undefined,
+        { timeout: 15_000 },
+      );
+      expect(await rowOf(page, "files")).toMatch(/^files failed/);
+      expect(await page.locator('input[name="q"]').inputValue()).toBe("fil");
+      expect(loads).toBe(1);
     } finally {
       admin.statuses.set("files", validStatus(TOKEN));
       await context.close();

@@ -19,7 +19,7 @@ describe("GET /status: shared token cache", () => {
 
     state = "up";
     const page = await admin.app.inject({ url: "/status", headers: { accept: "text/html" } });
-    expect(page.body).toMatch(/redis token cache <span class="badge"[^>]*>up<\/span>/);
+    expect(page.body).toMatch(/redis token cache <span class="badge b-up">up<\/span>/);
   });
 
   it("has no shared cache entry without one", async () => {

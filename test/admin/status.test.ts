@@ -1,5 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { STATUS_PAGE_CSP } from "../../src/admin/status-page.js";
+import {
+  STATUS_PAGE_CSP,
+  STATUS_SCRIPT_PATH,
+  STATUS_STYLE_PATH,
+} from "../../src/admin/status-page.js";
 import { fingerprint } from "../../src/token/fingerprint.js";
 import {
   buildTestAdmin,
@@ -63,6 +67,7 @@ describe("GET /status", () => {
       apiVersion: "default",
       tokenUrl: "https://files.example.test/iam/v1/oauth2/token",
       prefetch: true,
+      tokenMode: { mode: "prefetch", decidedBy: "token.prefetch" },
       clientAuth: "body",
       token: {
         state: "valid",
@@ -85,6 +90,7 @@ describe("GET /status", () => {
         errorsByCode: {},
         replays: 2,
       },
+      rates: { requestsPerSecond: 0, errorsPerSecond: 0, requests15m: 0, errors15m: 0 },
     });
     expect(body.upstreams[1]).toMatchObject({
       name: "scripts",
@@ -104,7 +110,7 @@ describe("GET /status", () => {
     });
   });
 
-  it("serves a self-contained, self-refreshing HTML page to browsers, under a strict CSP", async () => {
+  it("serves an HTML page to browsers under a strict CSP: same-origin script and style only", async () => {
     admin = twoUpstreams();
     const res = await admin.app.inject({
       method: "GET",
@@ -114,15 +120,58 @@ describe("GET /status", () => {
     expect(res.statusCode).toBe(200);
     expect(res.headers["content-type"]).toBe("text/html; charset=utf-8");
     expect(res.headers["content-security-policy"]).toBe(STATUS_PAGE_CSP);
+    expect(STATUS_PAGE_CSP).toContain("script-src 'self';");
+    expect(STATUS_PAGE_CSP).not.toContain("unsafe");
     expect(res.headers.vary).toBe("accept");
     const html = res.body;
     expect(html).toMatch(/^<!doctype html>/);
-    expect(html).toContain('<meta http-equiv="refresh" content="5">');
-    expect(html).not.toMatch(/<script|<link|src=|@import|url\(/i);
+    // No reload: the script refreshes the data in place.
+    expect(html).not.toContain('http-equiv="refresh"');
+    // The only script and stylesheet are the page's own files; nothing inline, nothing remote.
+    expect(STATUS_SCRIPT_PATH).toMatch(/^\/status\/assets\/status-[0-9a-f]{12}\.js$/);
+    expect(html.match(/<script[^>]*>/g)).toEqual([`<script src="${STATUS_SCRIPT_PATH}" defer>`]);
+    expect(html).toContain(`<script src="${STATUS_SCRIPT_PATH}" defer></script>`);
+    expect(html.match(/<link[^>]*>/g)).toEqual([
+      `<link rel="stylesheet" href="${STATUS_STYLE_PATH}">`,
+    ]);
+    expect(html).not.toMatch(/style=|<style|@import|url\(|https?:\/\/(?!files|scripts)/i);
     expect(html).toContain('data-upstream="files"');
     expect(html).toContain('data-upstream="scripts"');
+    expect(html).toContain("BP_ERR_TOKEN_REJECTED");
+
+    const script = await admin.app.inject({ url: STATUS_SCRIPT_PATH });
+    expect(script.statusCode).toBe(200);
+    expect(script.headers["content-type"]).toBe("text/javascript; charset=utf-8");
+    expect(script.headers["cache-control"]).toBe("public, max-age=31536000, immutable");
+    expect(script.body).toContain("/status/fragment");
+    const style = await admin.app.inject({ url: STATUS_STYLE_PATH });
+    expect(style.headers["content-type"]).toBe("text/css; charset=utf-8");
+    // The page itself and its data are never cached.
+    expect(res.headers["cache-control"]).toBe("no-store");
+  });
+
+  it("shows one upstream's detail with its fingerprint, timeline and sparklines", async () => {
+    admin = twoUpstreams();
+    const res = await admin.app.inject({
+      url: "/status?upstream=files",
+      headers: { accept: BROWSER_ACCEPT },
+    });
+    const html = res.body;
+    expect(html).toContain('<section class="detail" data-upstream="files"');
     expect(html).toContain(fingerprint("token-one"));
-    expect(html).toContain("BP_ERR_TOKEN_REJECTED: answered 401 (invalid_client)");
+    expect(html).toContain('<svg class="timeline"');
+    expect(html).toContain('<svg class="spark requests"');
+    expect(html).toContain('<svg class="spark errors"');
+    const json = await admin.app.inject({ url: "/status/upstreams/files" });
+    expect(json.json()).toMatchObject({
+      name: "files",
+      token: { fingerprint: fingerprint("token-one") },
+      series: { bucketSeconds: 15 },
+      timeline: { expiresAt: new Date(NOW_WALL_MS + 540_000).toISOString() },
+    });
+    expect(json.json().series.requests).toHaveLength(60);
+    const missing = await admin.app.inject({ url: "/status/upstreams/nope" });
+    expect(missing.statusCode).toBe(404);
   });
 
   it("honours ?format= over the Accept header", async () => {

@@ -40,6 +40,7 @@ describe("defaults", () => {
       },
       shutdown: { drainDelayMs: 5_000, timeoutMs: 30_000 },
       tokenCache: { redis: undefined, maxSources: 20_000, eagerLimit: 100 },
+      readiness: { requireTokens: "all", chosenBy: "one-client" },
       upstreams: [
         {
           name: "api",
@@ -75,6 +76,7 @@ describe("defaults", () => {
             initialBackoffMs: 1_000,
             maxBackoffMs: 30_000,
             prefetch: true,
+            prefetchExplicit: false,
           },
           tls,
           match: { pathPrefix: "/", hosts: [] },

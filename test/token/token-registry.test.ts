@@ -96,19 +96,53 @@ describe("token registry", () => {
     expect(credentialKey(upstream("renamed", TEST_SECRET))).toBe(key);
   });
 
-  it("eager when at most eagerLimit credentials; lazy beyond, and lazy sources skip idle refreshes", async () => {
-    const many = Array.from({ length: 5 }, (_, i) => upstream(`u${i}`, `secret-${i}`));
+  it("prefetches the first eagerLimit credentials in config order; lazy beyond, and lazy sources skip idle refreshes", async () => {
+    const many = Array.from({ length: 6 }, (_, i) => upstream(`u${i}`, `secret-${i}`));
     const { clock, endpoint, created, registry } = setup(many, { eagerLimit: 4 });
+    expect(registry.prefetchCount).toBe(4);
     registry.startEager();
     await clock.advance(0);
-    expect(endpoint.calls).toHaveLength(0);
-    await registry.forUpstream("u3").getToken();
-    expect(endpoint.calls).toHaveLength(1);
-    expect(created[0]!.idleRefresh).toBe(false);
-    await clock.advance(700_000); // unused: no background refresh, the token just lapses
-    expect(endpoint.calls).toHaveLength(1);
-    await registry.forUpstream("u3").getToken();
+    expect(endpoint.calls).toHaveLength(4);
+    expect(created.map((o) => o.upstream)).toEqual(["u0", "u1", "u2", "u3"]);
+    expect(created.every((o) => o.idleRefresh === true)).toBe(true);
+    expect(registry.modeOf("u3")).toEqual({ mode: "prefetch", decidedBy: "eagerLimit" });
+    expect(registry.modeOf("u4")).toEqual({ mode: "lazy", decidedBy: "eagerLimit" });
+    expect(registry.statuses().get("u4")!.state).toBe("idle");
+
+    await registry.forUpstream("u4").getToken();
+    expect(endpoint.calls).toHaveLength(5);
+    expect(created[4]!.idleRefresh).toBe(false);
+    await clock.advance(700_000); // u4 unused: no background refresh, its token just lapses
+    const u4Calls = () =>
+      endpoint.calls.filter((c) => c.credentials.clientSecret === "secret-4").length;
+    expect(u4Calls()).toBe(1);
+    await registry.forUpstream("u4").getToken();
+    expect(u4Calls()).toBe(2);
+  });
+
+  it("an explicit token.prefetch wins over eagerLimit, both ways", async () => {
+    const explicit = (name: string, secret: string, prefetch: boolean) =>
+      upstream(name, secret, {
+        tokenPolicy: { ...DEFAULT_POLICY, prefetch, prefetchExplicit: true },
+      });
+    const { clock, endpoint, registry } = setup(
+      [
+        explicit("off", "s0", false),
+        upstream("first", "s1"),
+        upstream("second", "s2"),
+        explicit("pinned", "s3", true),
+      ],
+      { eagerLimit: 1 },
+    );
+    registry.startEager();
+    await clock.advance(0);
     expect(endpoint.calls).toHaveLength(2);
+    expect(registry.modeOf("off")).toEqual({ mode: "lazy", decidedBy: "token.prefetch" });
+    expect(registry.modeOf("first")).toEqual({ mode: "prefetch", decidedBy: "eagerLimit" });
+    expect(registry.modeOf("second")).toEqual({ mode: "lazy", decidedBy: "eagerLimit" });
+    expect(registry.modeOf("pinned")).toEqual({ mode: "prefetch", decidedBy: "token.prefetch" });
+    expect(registry.statuses().get("pinned")!.state).toBe("valid");
+    expect(registry.statuses().get("second")!.state).toBe("idle");
   });
 
   it("prefetch: false upstreams are not fetched at start", async () => {
