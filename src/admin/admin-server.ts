@@ -9,6 +9,7 @@ import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { TokenStatus } from "../token/types.js";
+import { LAZY_SCHEMA_COMPILERS } from "./lazy-schema-compilers.js";
 import { isLoopbackAddress } from "./loopback.js";
 import { evaluateReadiness, type Readiness } from "./readiness.js";
 import { createScrubber, scrubDeep } from "./redact.js";
@@ -59,6 +60,7 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     loggerInstance: deps.logger.child({ component: "admin" }, { level: "warn" }),
     exposeHeadRoutes: true,
     bodyLimit: 1024,
+    schemaController: LAZY_SCHEMA_COMPILERS,
   }) as unknown as FastifyInstance;
 
   const snapshot = () =>
