@@ -31,6 +31,8 @@ RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts
 
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# The build generates the config validator (ajv standalone code) after tsc.
+COPY scripts/build-config-schema.mjs ./scripts/
 RUN npm run build \
  && npm prune --omit=dev --ignore-scripts
 
