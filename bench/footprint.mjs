@@ -50,12 +50,13 @@ const START_TIMEOUT_MS = 30_000;
 
 /**
  * Flag sets measured by default. `sidecar` is what the Helm chart's sidecar template sets
- * (NODE_OPTIONS + MALLOC_ARENA_MAX, helm values `nodeOptions` / `mallocArenaMax`); `defaults` is
+ * (NODE_OPTIONS and the glibc settings: parameters `nodeOptions`, `mallocTuning`); `defaults` is
  * what the image and the gateway Deployment run.
  */
 export const FLAG_SETS = {
   defaults: "",
-  sidecar: "--max-semi-space-size=1 --v8-pool-size=1 MALLOC_ARENA_MAX=2",
+  sidecar:
+    "--max-semi-space-size=1 --v8-pool-size=1 MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=131072",
 };
 
 /** The targets of issue 17. */
