@@ -403,7 +403,7 @@ export function renderFootprintMarkdown(result) {
   }
   lines.push(
     "",
-    "| target (issue 17) | " + summary.map((r) => `${r.node} ${r.flags}`).join(" | ") + " |",
+    `| target (issue 17) | ${summary.map((r) => `${r.node} ${r.flags}`).join(" | ")} |`,
   );
   lines.push(`|---|${summary.map(() => "---:").join("|")}|`);
   const targetRow = (label, pick, limit) =>
