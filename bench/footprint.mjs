@@ -269,32 +269,43 @@ export async function runFootprint({ ctx, settings, log = () => {} }) {
   const problems = [];
   const notes = [];
   for (let round = 1; round <= settings.rounds; round++) {
-    direct.push({ round, rates: await measureDirect({ ctx: run, settings }) });
+    try {
+      direct.push({ round, rates: await measureDirect({ ctx: run, settings }) });
+    } catch (error) {
+      notes.push(`direct round ${round}: ${error.message.split("\n")[0]}`);
+    }
     for (const node of nodes) {
       for (const [flagName, flagSet] of Object.entries(settings.flagSets)) {
         const where = `${node.version} ${flagName} round ${round}`;
+        const cell = { round, node: node.version, flags: flagName, rates: [] };
         try {
-          const idle = await measureIdle({ node: node.path, flagSet, ctx: run, settings });
-          const load = await measureLoad({ node: node.path, flagSet, ctx: run, settings });
-          const cell = { round, node: node.version, flags: flagName, ...idle, ...load };
-          cells.push(cell);
-          const r = load.rates[0];
-          log(
-            `[footprint r${round}] ${node.version} ${flagName.padEnd(9)} ready ${idle.readyMs.toFixed(0)} ms ` +
-              `(cpu ${idle.cpuToReadyMs.toFixed(0)} ms)  idle ${idle.idleRssMiB.toFixed(1)} MiB  ` +
-              `peak ${load.peakRssMiB.toFixed(1)} MiB  @${r.rate}: p99 ${r.p99Ms.toFixed(2)} ` +
-              `p99.9 ${r.p999Ms.toFixed(2)} ms  loop max ${r.loopLagMaxMs?.toFixed(1)} ms`,
-          );
-          // Not breakage: an open-loop generator starved of its core times requests out too.
-          for (const rate of load.rates) {
-            if (rate.errors > rate.requests * 0.01)
-              notes.push(
-                `${where}: ${rate.errors} requests failed or timed out at ${rate.rate} req/s`,
-              );
-          }
+          Object.assign(cell, await measureIdle({ node: node.path, flagSet, ctx: run, settings }));
         } catch (error) {
           problems.push(`footprint ${where}: ${error.message.split("\n")[0]}`);
           log(`footprint ${where} failed: ${error.message}`);
+          continue;
+        }
+        try {
+          Object.assign(cell, await measureLoad({ node: node.path, flagSet, ctx: run, settings }));
+        } catch (error) {
+          // A load generator starved of its core (killed past its deadline) is no proxy breakage.
+          notes.push(`${where}: load cell failed: ${error.message.split("\n")[0]}`);
+        }
+        cells.push(cell);
+        const r = cell.rates[0];
+        const f = (v, d = 0) => (typeof v === "number" ? v.toFixed(d) : "—");
+        log(
+          `[footprint r${round}] ${node.version} ${flagName.padEnd(9)} ready ${f(cell.readyMs)} ms ` +
+            `(cpu ${f(cell.cpuToReadyMs)} ms)  idle ${f(cell.idleRssMiB, 1)} MiB  ` +
+            `peak ${f(cell.peakRssMiB, 1)} MiB  @${r?.rate ?? "—"}: p99 ${f(r?.p99Ms, 2)} ` +
+            `p99.9 ${f(r?.p999Ms, 2)} ms  loop max ${f(r?.loopLagMaxMs, 1)} ms`,
+        );
+        // Not breakage: an open-loop generator starved of its core times requests out too.
+        for (const rate of cell.rates) {
+          if (rate.errors > rate.requests * 0.01)
+            notes.push(
+              `${where}: ${rate.errors} requests failed or timed out at ${rate.rate} req/s`,
+            );
         }
       }
     }
@@ -318,11 +329,13 @@ export function summarizeFootprint(cells, direct) {
     groups.get(key).push(cell);
   }
   return [...groups.values()].map((group) => {
-    const rates = group[0].rates.map(({ rate }) => {
-      const at = group.map((c) => {
+    const measuredRates = [...new Set(group.flatMap((c) => c.rates.map((r) => r.rate)))];
+    const rates = measuredRates.map((rate) => {
+      const at = group.flatMap((c) => {
         const mine = c.rates.find((r) => r.rate === rate);
+        if (!mine) return [];
         const base = direct.find((d) => d.round === c.round)?.rates.find((r) => r.rate === rate);
-        return { mine, base };
+        return [{ mine, base }];
       });
       const added = (k) => at.map(({ mine, base }) => (base ? mine[k] - base[k] : null));
       return {
