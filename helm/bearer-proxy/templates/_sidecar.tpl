@@ -51,7 +51,7 @@ Parameters (a dict; pass the same dict to both templates):
                       (~3-7 MiB of RSS, bench/PROFILE.md). false leaves glibc's defaults.
   env                 Extra env entries (list of EnvVar).
   volumeMounts        Extra volume mounts (list), e.g. a CA bundle for BEARER_PROXY_CA_FILE.
-  resources           Container resources. Default requests 50m CPU / 128Mi, limit 256Mi memory (RSS is ~100 MiB idle, up to ~155 MiB under heavy load on Node 24).
+  resources           Container resources. Default requests 50m CPU / 128Mi, limit 256Mi memory (RSS is 66-81 MiB idle with the default nodeOptions and mallocTuning, more under heavy load: bench/PROFILE.md).
   readinessProbe      true adds a readinessProbe on /readyz. Default false: the pod's readiness
                       would then follow the upstream's token endpoint, taking the app out of its
                       Service whenever the upstream has an outage.
