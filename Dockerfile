@@ -31,6 +31,8 @@ RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts
 
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# The build generates the config validator (ajv standalone code) after tsc.
+COPY scripts/build-config-schema.mjs ./scripts/
 RUN npm run build \
  && npm prune --omit=dev --ignore-scripts
 
@@ -52,9 +54,10 @@ LABEL org.opencontainers.image.title="bearer-proxy" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="gcr.io/distroless/nodejs24-debian12:nonroot"
 
-# Node's default young generation: the throughput the bench measures. Memory-bound sidecars set
-# NODE_OPTIONS=--max-semi-space-size=2 (the chart's sidecar template does): 25-45 MiB less RSS
-# for 5-20% more CPU per request (bench/PROFILE.md).
+# Node's defaults: the throughput the bench measures. Memory-bound sidecars set
+# NODE_OPTIONS="--max-semi-space-size=1 --v8-pool-size=1" and MALLOC_ARENA_MAX=2
+# MALLOC_TRIM_THRESHOLD_=131072 (the chart's sidecar template does): less RSS idle and under load
+# for a few % more CPU per request (bench/PROFILE.md, "Footprint").
 ENV NODE_ENV=production
 
 # Files stay owned by root: the non-root process can read but never modify its own code.

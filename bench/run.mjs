@@ -12,6 +12,7 @@ import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { footprintSettings, renderFootprintMarkdown, runFootprint } from "./footprint.mjs";
 import { createBenchCertificates } from "./lib/certs.mjs";
 import { createControlClient } from "./lib/control-client.mjs";
 import { describeEnvironment } from "./lib/environment.mjs";
@@ -160,6 +161,16 @@ async function main() {
     const cells = await runMatrix(started.competitors, run, ctx, problems);
     const bearerProxyRan = started.competitors.some((c) => c.key === "bearer-proxy");
     const token = bearerProxyRan ? await runTokenSide(settings, ctx, problems) : null;
+    // Issue 17's footprint section (bench/footprint.mjs): per Node version and flag set.
+    const footprint =
+      bearerProxyRan && settings.footprint
+        ? await runFootprint({
+            ctx,
+            settings: footprintSettings({ smoke: settings.smoke }),
+            log,
+          })
+        : null;
+    if (footprint) problems.push(...footprint.problems);
 
     const order = started.competitors.map((c) => c.key);
     const summary = summarize(cells, order);
@@ -183,7 +194,9 @@ async function main() {
       environment: describeEnvironment(tools),
     };
     const cases = THROUGHPUT_CASES.filter((c) => settings.cases.includes(c.key));
-    const markdown = renderMarkdown({ meta, summary, cases, token, targets, order, problems });
+    const markdown =
+      renderMarkdown({ meta, summary, cases, token, targets, order, problems }) +
+      (footprint ? `\n${renderFootprintMarkdown(footprint)}` : "");
     const outDir = settings.outDir ?? RESULTS_DIR;
     await mkdir(outDir, { recursive: true });
     const base = settings.smoke
@@ -192,7 +205,7 @@ async function main() {
     await writeFile(join(outDir, `${base}.md`), markdown);
     await writeFile(
       join(outDir, `${base}.json`),
-      `${JSON.stringify({ meta, summary, token, targets, problems, cells }, null, 2)}\n`,
+      `${JSON.stringify({ meta, summary, token, targets, problems, cells, footprint }, null, 2)}\n`,
     );
     process.stdout.write(`${markdown}\n`);
     log(`results written to ${join(outDir, `${base}.md`)} and .json`);

@@ -102,6 +102,8 @@ export async function runFixedRate({ core, url, rate, durationS, warmupS, caFile
     requests: raw.requests,
     p50Ms: raw.p50Us / 1000,
     p99Ms: raw.p99Us / 1000,
+    p999Ms: raw.p999Us / 1000,
+    maxMs: raw.maxUs / 1000,
     typicalSecondP99Ms: raw.typicalSecondP99Us / 1000,
     errors: raw.errors + (raw.sent - raw.requests - raw.errors),
     statusErrors: raw.statusErrors,

@@ -28,8 +28,10 @@ const USAGE = `usage: node bench/run.mjs [--smoke] [options]
   --burst N               cold-burst concurrency (1000)
   --ready-samples N       start-to-ready samples (full: 5)
   --out DIR               where results go (bench/results)
+  --no-footprint          skip the footprint section (bench/footprint.mjs: idle RSS, start to
+                          ready, peak RSS and p99/p99.9 at fixed rates per Node and flag set)
   --strict                also exit non-zero when a target FAILs
-  --time-limit S          abort the whole run after S seconds (full: 3600, smoke: 240)`;
+  --time-limit S          abort the whole run after S seconds (full: 5400, smoke: 420)`;
 
 /** Bad command-line input (exit code 2). */
 export class UsageError extends Error {
@@ -72,6 +74,7 @@ export function parseSettings(argv) {
         generator: { type: "string" },
         upstream: { type: "string" },
         "no-install": { type: "boolean", default: false },
+        "no-footprint": { type: "boolean", default: false },
         burst: { type: "string", default: "1000" },
         "ready-samples": { type: "string" },
         out: { type: "string" },
@@ -109,11 +112,12 @@ export function parseSettings(argv) {
     generatorChoice: values.generator ?? null,
     upstreamChoice: values.upstream ?? null,
     install: !values["no-install"],
+    footprint: !values["no-footprint"],
     burst: Math.round(positive(values.burst, "burst")),
     readySamples: Math.round(positive(values["ready-samples"] ?? (smoke ? 1 : 5), "ready-samples")),
     outDir: values.out ?? null,
     strict: values.strict,
-    timeLimitS: positive(values["time-limit"] ?? (smoke ? 240 : 3600), "time-limit"),
+    timeLimitS: positive(values["time-limit"] ?? (smoke ? 420 : 5400), "time-limit"),
     warmupS: smoke ? 0 : 2,
     // Unrecorded seconds at the fixed rate before latency is measured (see bench/fixed-rate.mjs).
     latencyWarmupS: smoke ? 1 : 2,

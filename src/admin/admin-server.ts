@@ -10,6 +10,7 @@ import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { TokenMode } from "../token/token-registry.js";
 import type { TokenStatus } from "../token/types.js";
+import { LAZY_SCHEMA_COMPILERS } from "./lazy-schema-compilers.js";
 import { quitRefusal } from "./quit-guard.js";
 import type { ReadinessCondition } from "./readiness.js";
 import { createScrubber } from "./redact.js";
@@ -66,6 +67,7 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     loggerInstance: deps.logger.child({ component: "admin" }, { level: "warn" }),
     exposeHeadRoutes: true,
     bodyLimit: 1024,
+    schemaController: LAZY_SCHEMA_COMPILERS,
   }) as unknown as FastifyInstance;
   // `curl -X POST -H 'content-type: application/json' …/quitquitquit` sends no body: an empty
   // JSON body is no body here, not the 400 fastify's own parser answers.

@@ -4,11 +4,12 @@
  * plain-language hint on failure. Later steps that depend on a failed one are skipped. Never
  * prints the secret or the token (only its fingerprint).
  */
-import { request } from "undici";
+
 import { createScrubber, type Scrubber } from "../admin/redact.js";
 import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
 import { createDispatcher } from "../net/dispatcher.js";
+import { request } from "../net/undici-core.js";
 import { CHECK_CREDENTIALS_HINT } from "../token/credential-hint.js";
 import { fingerprint } from "../token/fingerprint.js";
 import { describeTokenUrl } from "../token/response-text.js";

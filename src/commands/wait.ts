@@ -3,7 +3,7 @@
  * not start before their sidecar (an entrypoint runs `bearer-proxy wait && exec app`). Exit 0 when
  * ready, 1 on timeout with the last answer on stderr so the operator sees why.
  */
-import { Agent, request } from "undici";
+import { Agent, request } from "../net/undici-core.js";
 
 export interface WaitArgs {
   /** Admin base URL; default http://127.0.0.1:9901. */
@@ -65,7 +65,7 @@ export async function runWait(args: WaitArgs): Promise<number> {
 
 async function pollOnce(
   url: URL,
-  agent: Agent,
+  agent: InstanceType<typeof Agent>,
   timeoutMs: number,
 ): Promise<{ ready: true } | { ready: false; timedOut: boolean; description: string }> {
   try {

@@ -9,13 +9,14 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import type { ConfigIssue } from "../errors.js";
 import { coerceDocument } from "./coerce.js";
+import { loadConfigSchema } from "./config-schema.js";
 import { applyOverrides, CONFIG_ENV, type ConfigFlags } from "./env-overrides.js";
 import { type Env, interpolateDocument } from "./interpolate.js";
 import { IssueList, type RawIssue, toPointer } from "./issues.js";
 import { deepFreeze, normalizeConfig } from "./normalize.js";
-import { type ParsedYaml, parseYaml } from "./parse-yaml.js";
+import type { ParsedYaml } from "./parse-yaml.js";
 import { createConfigError, issueText, type ReportContext, toConfigIssue } from "./report.js";
-import { ConfigFile } from "./schema.js";
+import type { ConfigFile } from "./schema.js";
 import { validateSchema } from "./schema-errors.js";
 import type { ProxyConfig } from "./types.js";
 import { validateSemantics } from "./validate-semantics.js";
@@ -60,6 +61,8 @@ export async function loadConfigWithWarnings(
 
   let parsed: ParsedYaml | undefined;
   if (text !== undefined) {
+    // Loaded only for a file: a sidecar configured from the environment never needs a YAML parser.
+    const { parseYaml } = await import("./parse-yaml.js");
     parsed = parseYaml(text);
     if (parsed.errors.length > 0) {
       const report = { doc: undefined, provenance: new Map(), vars: new Map() };
@@ -77,14 +80,15 @@ export async function loadConfigWithWarnings(
   const merged = applyOverrides(value, { env, flags: options.flags ?? {}, hasFile }, overrides);
   const stillCounts = (path: RawIssue["path"]) => !isReplaced(toPointer(path), merged.replaced);
   const doc = merged.doc;
-  coerceDocument(doc, trace.whole.filter(stillCounts), ConfigFile);
+  const fileSchema = await loadConfigSchema();
+  coerceDocument(doc, trace.whole.filter(stillCounts), fileSchema.schema);
 
   const schema = new IssueList();
-  validateSchema(doc, schema);
+  validateSchema(doc, schema, fileSchema.validate);
   const baseDir = file === undefined ? cwd : dirname(file);
   const pathContext = { baseDir, cwd, provenance: merged.provenance };
   const semantic = new IssueList();
-  await validateSemantics(doc, { ...pathContext, hasFile }, semantic);
+  await validateSemantics(doc, { ...pathContext, hasFile, schema: fileSchema.schema }, semantic);
 
   const all = collateIssues({
     unresolved: interpolation.issues.filter((i) => stillCounts(i.path)),

@@ -6,8 +6,8 @@
 import { isAbsolute, resolve } from "node:path";
 import { DEFAULT_API_VERSION, KNOWN_API_VERSIONS, resolveApiVersion } from "./api-versions.js";
 import { type IssuePath, toPointer } from "./issues.js";
-import { normalizeSentinel } from "./redis-topology.js";
 import { readinessConfig } from "./readiness-defaults.js";
+import { normalizeSentinel } from "./redis-topology.js";
 import type { ConfigFile, UpstreamConfigFile } from "./schema.js";
 import { DEFAULT_ACCEPT_TOKEN_TYPES } from "./token-types.js";
 import type {

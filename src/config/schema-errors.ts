@@ -3,7 +3,8 @@
  * messages a person can act on: what was expected and what was found, one issue per problem
  * (a TypeBox union's per-branch noise collapsed into one line).
  */
-import { Ajv, type ErrorObject } from "ajv";
+import type { ErrorObject } from "ajv";
+import type { ConfigValidator } from "./config-schema.js";
 import {
   describeValue,
   fromPointer,
@@ -11,11 +12,7 @@ import {
   type IssuePath,
   type PathSegment,
 } from "./issues.js";
-import { ConfigFile } from "./schema.js";
 import { didYouMean, suggest } from "./suggest.js";
-
-// Compiled once: the schema is a constant. `verbose` gives each error its data and parent schema.
-const validateFile = new Ajv({ allErrors: true, strict: true, verbose: true }).compile(ConfigFile);
 
 /** Human wording for the schema's string patterns. */
 const PATTERN_HINTS: Readonly<Record<string, string>> = {
@@ -49,8 +46,15 @@ interface SchemaLike {
   items?: unknown;
 }
 
-/** Validate `doc` against the file schema; every problem goes to `issues`. Returns validity. */
-export function validateSchema(doc: unknown, issues: IssueList): boolean {
+/**
+ * Validate `doc` with the file schema's validator (config-schema.ts; compiled with `verbose`, so
+ * each error carries its data and parent schema); every problem goes to `issues`. Returns validity.
+ */
+export function validateSchema(
+  doc: unknown,
+  issues: IssueList,
+  validateFile: ConfigValidator,
+): boolean {
   if (validateFile(doc)) return true;
   for (const issue of translateErrors(validateFile.errors ?? []))
     issues.add(issue.path, issue.message);

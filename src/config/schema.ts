@@ -4,10 +4,11 @@
  * into the frozen runtime `ProxyConfig` (durations in ms, sizes in bytes, token URLs derived).
  */
 import { type Static, Type as T } from "@sinclair/typebox";
+import { DURATION_PATTERN } from "./units.js";
 
 /** `"250ms"`, `"5s"`, `"2m"`, `"1h"`, or a whole number of milliseconds. */
 export const Duration = T.Union(
-  [T.String({ pattern: "^[0-9]+(\\.[0-9]+)?(ms|s|m|h)$" }), T.Integer({ minimum: 0 })],
+  [T.String({ pattern: DURATION_PATTERN }), T.Integer({ minimum: 0 })],
   {
     description: 'a duration such as "500ms", "5s", "2m", "1h" or whole milliseconds',
   },

@@ -9,6 +9,8 @@
  */
 export const MAX_DURATION_MS = 2_147_483_647;
 
+/** schema.ts `Duration`'s string form (a plain string: the runtime reads it without TypeBox). */
+export const DURATION_PATTERN = "^[0-9]+(\\.[0-9]+)?(ms|s|m|h)$";
 const DURATION = /^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)$/;
 const SIZE = /^([0-9]+)(B|KiB|MiB|GiB|KB|MB|GB)$/;
 

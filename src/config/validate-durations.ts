@@ -5,14 +5,12 @@
  */
 import { schemasAt } from "./coerce.js";
 import { describeValue, type IssueList, type IssuePath, isObject } from "./issues.js";
-import { ConfigFile, Duration } from "./schema.js";
-import { MAX_DURATION_MS, parseDurationMs } from "./units.js";
+import { DURATION_PATTERN, MAX_DURATION_MS, parseDurationMs } from "./units.js";
 
-const DURATION_PATTERN = (Duration.anyOf[0] as { pattern?: string }).pattern;
 const LIMIT_TEXT = `${Math.floor(MAX_DURATION_MS / 3_600_000)}h (${MAX_DURATION_MS} ms, the longest timer Node.js supports)`;
 
 /** Report every well-formed duration longer than MAX_DURATION_MS (malformed ones are the schema's). */
-export function validateDurations(doc: unknown, issues: IssueList): void {
+export function validateDurations(doc: unknown, issues: IssueList, schema: unknown): void {
   const walk = (node: unknown, path: IssuePath): void => {
     if (Array.isArray(node)) {
       node.forEach((item, i) => {
@@ -26,14 +24,14 @@ export function validateDurations(doc: unknown, issues: IssueList): void {
   };
   const checkLeaf = (value: string | number, path: IssuePath): void => {
     const ms = toMs(value);
-    if (ms === undefined || ms <= MAX_DURATION_MS || !isDurationField(path)) return;
+    if (ms === undefined || ms <= MAX_DURATION_MS || !isDurationField(schema, path)) return;
     issues.add(path, `expected at most ${LIMIT_TEXT}, found ${describeValue(value, path)}`);
   };
   walk(doc, []);
 }
 
-function isDurationField(path: IssuePath): boolean {
-  return schemasAt(ConfigFile, path).some((s) => s.pattern === DURATION_PATTERN);
+function isDurationField(schema: unknown, path: IssuePath): boolean {
+  return schemasAt(schema, path).some((s) => s.pattern === DURATION_PATTERN);
 }
 
 function toMs(value: string | number): number | undefined {

@@ -24,6 +24,8 @@ import { validateRoutes } from "./validate-routes.js";
 export interface SemanticContext extends PathContext {
   /** False in sidecar mode (env/flags only): messages then name the env variables to set. */
   hasFile: boolean;
+  /** The file schema as JSON (config-schema.ts): which fields are durations. */
+  schema: unknown;
 }
 
 /** Smallest `maxResponseHeaderSize`: a status line and a few fields. */
@@ -90,7 +92,7 @@ export async function validateSemantics(
     if (isObject(upstream)) checkUpstream(upstream, ["upstreams", i], ctx, issues, files);
   });
   validateRoutes(doc, issues);
-  validateDurations(doc, issues);
+  validateDurations(doc, issues, ctx.schema);
   validateRedisTopology(doc, issues);
   const checked = await Promise.all(
     files.map(async (f): Promise<PemFile | { problem: string | undefined }> => {

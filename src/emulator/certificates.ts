@@ -1,6 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
-import { generate } from "selfsigned";
+
+/**
+ * selfsigned (with @peculiar/x509 and its ASN.1 stack: ~2.5 MiB of heap) loads on the first
+ * certificate made: an emulator given its certificate, as the bench's is, never needs it.
+ */
+const generate: typeof import("selfsigned").generate = async (...args) =>
+  (await import("selfsigned")).generate(...args);
 
 /**
  * Test and demo PKI: a CA and a server certificate it signs, via selfsigned 5 (which builds

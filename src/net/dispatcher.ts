@@ -6,10 +6,11 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
-import { Agent, type Dispatcher, ProxyAgent } from "undici";
+import type { Dispatcher } from "undici";
 import type { UpstreamTls } from "../config/types.js";
 import { createUpstreamConnector } from "./read-after-write-reset.js";
 import { createReloadingConnector } from "./reloading-connector.js";
+import { Agent, ProxyAgent } from "./undici-core.js";
 
 export interface DispatcherOptions {
   tls: UpstreamTls;

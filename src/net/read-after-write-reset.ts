@@ -17,7 +17,8 @@
  * egress-proxy path (undici's ProxyAgent builds its own tunnel sockets) keeps undici's behaviour.
  */
 import type { Socket } from "node:net";
-import { buildConnector } from "undici";
+import type { buildConnector as BuildConnector } from "undici";
+import { buildConnector } from "./undici-core.js";
 
 /** Write errors that mean "the peer has closed": its answer, if any, is still readable. */
 const PEER_CLOSED = new Set(["ECONNRESET", "EPIPE"]);
@@ -65,10 +66,10 @@ export function keepReadingAfterWriteReset(socket: Socket): void {
  * `allowH2` arrives per call from the Agent's options, so both ALPN variants are kept.
  */
 export function createUpstreamConnector(
-  options: buildConnector.BuildOptions,
-): buildConnector.connector {
+  options: BuildConnector.BuildOptions,
+): BuildConnector.connector {
   const http1 = buildConnector(options);
-  let withH2: buildConnector.connector | undefined;
+  let withH2: BuildConnector.connector | undefined;
   return (connectOptions, callback) => {
     const allowH2 = (connectOptions as { allowH2?: boolean }).allowH2 === true;
     if (allowH2) withH2 ??= buildConnector({ ...options, allowH2 });

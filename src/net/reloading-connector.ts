@@ -7,15 +7,16 @@
  * the previous connector keeps serving until the pair matches again.
  */
 import { statSync } from "node:fs";
-import { buildConnector } from "undici";
+import type { buildConnector as BuildConnector } from "undici";
+import { buildConnector } from "./undici-core.js";
 
 /** `build` returns the TLS options for the files as they are now (it reads them). */
 export function createReloadingConnector(
   files: readonly string[],
-  build: () => buildConnector.BuildOptions,
-): buildConnector.connector {
+  build: () => BuildConnector.BuildOptions,
+): BuildConnector.connector {
   let signature: string | undefined;
-  let current: buildConnector.connector | undefined;
+  let current: BuildConnector.connector | undefined;
   return (options, callback) => {
     const now = statSignature(files);
     if (current === undefined || (now !== undefined && now !== signature)) {

@@ -10,7 +10,8 @@
  * back with `unshift`. The socket is ours from then on.
  */
 import type { Duplex } from "node:stream";
-import { Dispatcher } from "undici";
+import type { Dispatcher } from "undici";
+import { Dispatcher as DispatcherBase } from "../net/undici-core.js";
 
 /** Receives the upstream's 101: its raw header list and the connection. */
 export type UpgradeListener = (
@@ -19,7 +20,7 @@ export type UpgradeListener = (
   socket: Duplex,
 ) => void;
 
-export class UpgradeDispatcher extends Dispatcher {
+export class UpgradeDispatcher extends DispatcherBase {
   /** Requests dispatched so far (1 + replays and retries). */
   attempts = 0;
   /** Authorization values sent, in order (a change means the 401 replay happened). */

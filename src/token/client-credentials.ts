@@ -3,9 +3,10 @@
  * the answer (oauth4webapi `processGenericAccessTokenResponse`). Every failure becomes a
  * BearerProxyError whose message names the endpoint and the status, never a secret or a token.
  */
-import { type Dispatcher, request } from "undici";
+import type { Dispatcher } from "undici";
 import type { TokenEndpointSpec } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
+import { request } from "../net/undici-core.js";
 import {
   type ClientAuthParts,
   type ClientCredentials,

@@ -79,7 +79,7 @@ describe.each([
     const unknown = Object.keys(env).filter((n) => !KNOWN_ENV_VARS.includes(n));
     expect(unknown).toEqual(["NODE_OPTIONS"]);
     // Memory is reserved on every pod: the sidecar trades a little CPU for ~30 MiB (PROFILE.md).
-    expect(env.NODE_OPTIONS).toBe("--max-semi-space-size=2");
+    expect(env.NODE_OPTIONS).toBe("--max-semi-space-size=1 --v8-pool-size=1");
   });
 
   it("listens on loopback and serves admin on all interfaces for the probes", () => {

@@ -50,13 +50,17 @@ Parameters (a dict; pass the same dict to both templates):
   port                Proxy port on 127.0.0.1. Default 8080.
   adminPort           Admin port. Default 9901.
   logLevel            trace|debug|info|warn|error. Default "info".
-  nodeOptions         NODE_OPTIONS of the container. Default "--max-semi-space-size=2": a 2 MiB
-                      young generation, 25-45 MiB less RSS for 5-20% more CPU per request
-                      (bench/PROFILE.md) - memory is reserved on every pod, a sidecar's CPU is
-                      small. "" leaves Node's default (the image's).
+  nodeOptions         NODE_OPTIONS of the container. Default "--max-semi-space-size=1
+                      --v8-pool-size=1": a 1 MiB young generation and one V8 worker thread,
+                      ~7 MiB less RSS idle and ~15 MiB less under load for a few % more CPU per
+                      request (bench/PROFILE.md) - memory is reserved on every pod, a sidecar's
+                      CPU is small. "" leaves Node's default (the image's).
+  mallocTuning        Default true: MALLOC_ARENA_MAX=2 and MALLOC_TRIM_THRESHOLD_=131072, so
+                      glibc returns what start-up freed instead of keeping it per thread arena
+                      (~3-7 MiB of RSS, bench/PROFILE.md). false leaves glibc's defaults.
   env                 Extra env entries (list of EnvVar).
   volumeMounts        Extra volume mounts (list), e.g. a CA bundle for BEARER_PROXY_CA_FILE.
-  resources           Container resources. Default requests 50m CPU / 128Mi, limit 256Mi memory (RSS is ~100 MiB idle, up to ~155 MiB under heavy load on Node 24).
+  resources           Container resources. Default requests 50m CPU / 128Mi, limit 256Mi memory (RSS is 66-81 MiB idle with the default nodeOptions and mallocTuning, more under heavy load: bench/PROFILE.md).
   readinessProbe      true adds a readinessProbe on /readyz. Default false: the pod's readiness
                       would then follow the upstream's token endpoint, taking the app out of its
                       Service whenever the upstream has an outage.
@@ -81,10 +85,16 @@ Parameters (a dict; pass the same dict to both templates):
   args: ["run"]
   {{- end }}
   env:
-    {{- $nodeOptions := hasKey $p "nodeOptions" | ternary $p.nodeOptions "--max-semi-space-size=2" }}
+    {{- $nodeOptions := hasKey $p "nodeOptions" | ternary $p.nodeOptions "--max-semi-space-size=1 --v8-pool-size=1" }}
     {{- with $nodeOptions }}
     - name: NODE_OPTIONS
       value: {{ . | quote }}
+    {{- end }}
+    {{- if (hasKey $p "mallocTuning" | ternary $p.mallocTuning true) }}
+    - name: MALLOC_ARENA_MAX
+      value: "2"
+    - name: MALLOC_TRIM_THRESHOLD_
+      value: "131072"
     {{- end }}
     # Environment beats the config file: these hold in both modes.
     - name: BEARER_PROXY_LISTEN

