@@ -10,8 +10,8 @@
  * answered (issue 15: 15–20% of 8 MiB uploads; every one when the upstream closes at once).
  *
  * RFC 9112 §9.5 asks a client sending a body to keep monitoring the connection for a response
- * and to stop sending when one arrives; curl does. So here a write the peer refused is reported
- * as done, later writes are dropped, and the read side decides how the request ends: the kernel
+ * and to stop sending when one arrives; curl does. So here a write the peer refused stops the
+ * sending without failing the request, and the read side decides how it ends: the kernel
  * delivers what the upstream sent and then the reset (or EOF). A complete answer reaches undici's
  * parser and the client as usual; no answer at all still fails with the reset, as before. The
  * egress-proxy path (undici's ProxyAgent builds its own tunnel sockets) keeps undici's behaviour.
@@ -25,37 +25,29 @@ const PEER_CLOSED = new Set(["ECONNRESET", "EPIPE"]);
 
 type WriteCallback = (error?: Error | null) => void;
 
-/** Makes writes on `socket` that fail because the peer closed not destroy the socket. */
+/**
+ * Makes a write on `socket` that fails because the peer closed not destroy the socket. The
+ * failed write is held, never completed: Node's Writable then sends nothing more, its buffer
+ * fills and undici pauses the body — the client's upload stalls instead of being read into the
+ * void — until the socket is destroyed (undici does it once the answer is complete, or on the
+ * read side's reset or end).
+ */
 export function keepReadingAfterWriteReset(socket: Socket): void {
-  let peerClosed = false;
-  const absorb =
+  const holdIfPeerClosed =
     (callback: WriteCallback): WriteCallback =>
     (error) => {
       const code = (error as NodeJS.ErrnoException | null | undefined)?.code;
-      if (error && code && PEER_CLOSED.has(code) && !socket.destroyed) {
-        // Dropped: the peer will never read these bytes (it said so with its reset).
-        peerClosed = true;
-        callback();
-        return;
-      }
+      if (error && code && PEER_CLOSED.has(code) && !socket.destroyed) return;
       callback(error);
     };
   const write = socket._write;
   socket._write = function (chunk, encoding, callback) {
-    if (peerClosed) {
-      callback();
-      return;
-    }
-    write.call(this, chunk, encoding, absorb(callback));
+    write.call(this, chunk, encoding, holdIfPeerClosed(callback));
   };
   const writev = socket._writev;
   if (writev) {
     socket._writev = function (chunks, callback) {
-      if (peerClosed) {
-        callback();
-        return;
-      }
-      writev.call(this, chunks, absorb(callback));
+      writev.call(this, chunks, holdIfPeerClosed(callback));
     };
   }
 }
