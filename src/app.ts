@@ -7,13 +7,16 @@ import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import type { Dispatcher } from "undici";
 import { createAdminServer } from "./admin/admin-server.js";
-import type { ProxyConfig, UpstreamConfig } from "./config/types.js";
+import type { LastReload } from "./admin/status-report.js";
+import type { ListenSpec, ProxyConfig, UpstreamConfig } from "./config/types.js";
 import { createLifecycle, type Lifecycle } from "./lifecycle.js";
-import { createDispatcherPool } from "./net/dispatcher-pool.js";
+import { createDispatcherPool, type DispatcherPool } from "./net/dispatcher-pool.js";
 import type { Logger } from "./observability/logger.js";
 import { createMetrics, type Metrics } from "./observability/metrics.js";
-import { createProxyServer, type ProxyServer } from "./proxy/proxy-server.js";
+import { createProxyServer, type ProxyRouting, type ProxyServer } from "./proxy/proxy-server.js";
 import { groupUpstreamsByListener } from "./proxy/router.js";
+import type { ReloadTrigger } from "./reload/config-watcher.js";
+import { changesNeedingRestart } from "./reload/live-changes.js";
 import { systemClock } from "./token/clock.js";
 import { createRedisTokenCache } from "./token/redis-token-cache.js";
 import { createSharedTokenSourceFactory } from "./token/shared-token-source.js";
@@ -27,6 +30,58 @@ export interface AppDeps {
   metrics?: Metrics;
 }
 
+export type ReloadOutcome =
+  | { outcome: "applied" }
+  | { outcome: "rejected"; problems: string[] }
+  | { outcome: "restart_required"; paths: string[] };
+
+/** One configuration's token registry and dispatchers. */
+interface Generation {
+  config: ProxyConfig;
+  tokens: TokenRegistry;
+  /** Every dispatcher this configuration uses (the others close after a reload). */
+  dispatchers: Set<Dispatcher>;
+  routingFor(upstreams: readonly UpstreamConfig[]): ProxyRouting;
+}
+
+function buildGeneration(
+  config: ProxyConfig,
+  pool: DispatcherPool,
+  tokens: TokenRegistry | undefined,
+): Generation {
+  const dispatcherOf = new Map<string, Dispatcher>();
+  const freshDispatcherOf = new Map<string, Dispatcher>();
+  const upgradeDispatcherOf = new Map<string, Dispatcher>();
+  const dispatchers = new Set<Dispatcher>();
+  for (const upstream of config.upstreams) {
+    dispatcherOf.set(upstream.name, pool.forUpstream(upstream));
+    freshDispatcherOf.set(upstream.name, pool.forFreshConnection(upstream));
+    upgradeDispatcherOf.set(upstream.name, pool.forUpgrade(upstream));
+    dispatchers.add(dispatcherOf.get(upstream.name)!);
+    dispatchers.add(freshDispatcherOf.get(upstream.name)!);
+    dispatchers.add(upgradeDispatcherOf.get(upstream.name)!);
+    dispatchers.add(pool.forTokenEndpoint(upstream));
+  }
+  const dispatcherFor = (name: string): Dispatcher => {
+    const dispatcher = dispatcherOf.get(name);
+    if (!dispatcher) throw new Error(`no dispatcher for upstream ${name}`);
+    return dispatcher;
+  };
+  const generation: Generation = {
+    config,
+    tokens: tokens as TokenRegistry,
+    dispatchers,
+    routingFor: (upstreams) => ({
+      upstreams,
+      tokenFor: (name: string) => generation.tokens.forUpstream(name),
+      dispatcherFor,
+      freshDispatcherFor: (name: string) => freshDispatcherOf.get(name) ?? dispatcherFor(name),
+      upgradeDispatcherFor: (name: string) => upgradeDispatcherOf.get(name) ?? dispatcherFor(name),
+    }),
+  };
+  return generation;
+}
+
 export interface App {
   config: ProxyConfig;
   lifecycle: Lifecycle;
@@ -34,6 +89,14 @@ export interface App {
   tokens: TokenRegistry;
   admin: FastifyInstance;
   proxies: readonly ProxyServer[];
+  /**
+   * Apply a new, already validated configuration (config reload): `applied`, or
+   * `restart_required` with the changed paths that can't apply live (nothing is then applied),
+   * or `rejected` when a file it references can't be used. Counted and shown on /status.
+   */
+  reload(next: ProxyConfig, trigger?: ReloadTrigger): Promise<ReloadOutcome>;
+  /** Record a reload whose configuration did not validate (the running one stays). */
+  recordRejected(problems: string[], trigger?: ReloadTrigger): ReloadOutcome;
   /** Bind every listener; resolves with the bound addresses (port 0 picks free ports). */
   listen(): Promise<{ proxy: AddressInfo[]; admin: AddressInfo }>;
   /** Close listeners (in-flight requests get up to `timeoutMs`), then timers and pools. */
@@ -85,62 +148,52 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const metrics = deps.metrics ?? createMetrics();
   const lifecycle = createLifecycle();
 
-  // Built now, not on first use: an unreadable CA or key file fails the start, not a request.
+  // One pool for the app's life: a reload gets the dispatchers of unchanged settings back.
   const pool = createDispatcherPool(config);
-  const dispatcherOf = new Map<string, Dispatcher>();
-  const freshDispatcherOf = new Map<string, Dispatcher>();
-  const upgradeDispatcherOf = new Map<string, Dispatcher>();
-  for (const upstream of config.upstreams) {
-    dispatcherOf.set(upstream.name, pool.forUpstream(upstream));
-    freshDispatcherOf.set(upstream.name, pool.forFreshConnection(upstream));
-    upgradeDispatcherOf.set(upstream.name, pool.forUpgrade(upstream));
-    pool.forTokenEndpoint(upstream);
-  }
-  const dispatcherFor = (name: string): Dispatcher => {
-    const dispatcher = dispatcherOf.get(name);
-    if (!dispatcher) throw new Error(`no dispatcher for upstream ${name}`);
-    return dispatcher;
-  };
-
   const sharedCache = config.tokenCache.redis
     ? createRedisTokenCache({ config: config.tokenCache.redis, logger, metrics })
     : undefined;
-  const tokens = createTokenRegistry({
-    upstreams: config.upstreams,
-    maxSources: config.tokenCache.maxSources,
-    eagerLimit: config.tokenCache.eagerLimit,
-    // The token endpoint may be another host with its own TLS settings (UpstreamConfig.token.tls).
-    dispatcherFor: (upstream: UpstreamConfig) => pool.forTokenEndpoint(upstream),
-    clock: systemClock,
-    logger,
-    metrics,
-    ...(sharedCache ? { createSource: createSharedTokenSourceFactory(sharedCache) } : {}),
-  });
+  const buildTokens = (next: ProxyConfig, adoptFrom?: TokenRegistry): TokenRegistry =>
+    createTokenRegistry({
+      upstreams: next.upstreams,
+      maxSources: next.tokenCache.maxSources,
+      eagerLimit: next.tokenCache.eagerLimit,
+      // The token endpoint may be another host with its own TLS settings (UpstreamConfig.token.tls).
+      dispatcherFor: (upstream: UpstreamConfig) => pool.forTokenEndpoint(upstream),
+      clock: systemClock,
+      logger,
+      metrics,
+      ...(sharedCache ? { createSource: createSharedTokenSourceFactory(sharedCache) } : {}),
+      adoptFrom,
+    });
 
-  const proxies = groupUpstreamsByListener(config)
-    .filter((group) => group.upstreams.length > 0 || group.main)
-    .map((group) =>
-      createProxyServer({
-        config,
-        listen: group.listen,
-        upstreams: group.upstreams,
-        tokenFor: (name: string) => tokens.forUpstream(name),
-        dispatcherFor,
-        freshDispatcherFor: (name: string) => freshDispatcherOf.get(name) ?? dispatcherFor(name),
-        upgradeDispatcherFor: (name: string) =>
-          upgradeDispatcherOf.get(name) ?? dispatcherFor(name),
-        metrics,
-        logger,
-        lifecycle,
-      }),
-    );
+  // Built now, not on first use: an unreadable CA or key file fails the start, not a request.
+  let current = buildGeneration(config, pool, buildTokens(config));
 
+  const listenerKey = (listen: ListenSpec) => `${listen.host}:${listen.port}`;
+  const groups = groupUpstreamsByListener(config).filter(
+    (group) => group.upstreams.length > 0 || group.main,
+  );
+  const proxies = groups.map((group) =>
+    createProxyServer({
+      config,
+      listen: group.listen,
+      ...current.routingFor(group.upstreams),
+      metrics,
+      logger,
+      lifecycle,
+    }),
+  );
+
+  let lastReload: LastReload | undefined;
   const admin = createAdminServer({
     config,
     upstreamNames: config.upstreams.map((u) => u.name),
     upstreams: config.upstreams,
-    tokenStatus: (name: string) => tokens.forUpstream(name).status(),
-    tokenMode: (name: string) => tokens.modeOf(name),
+    currentUpstreams: () => current.config.upstreams,
+    tokenStatus: (name: string) => current.tokens.forUpstream(name).status(),
+    tokenMode: (name: string) => current.tokens.modeOf(name),
+    lastReload: () => lastReload,
     lifecycle,
     metrics,
     logger,
@@ -150,14 +203,78 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     version: VERSION,
   });
 
+  const record = (
+    trigger: ReloadTrigger,
+    outcome: ReloadOutcome,
+    detail: Pick<LastReload, "problems" | "restartRequired"> = {},
+  ): ReloadOutcome => {
+    metrics.configReloadsTotal.inc({ outcome: outcome.outcome });
+    lastReload = { at: new Date().toISOString(), trigger, outcome: outcome.outcome, ...detail };
+    return outcome;
+  };
+
+  let closing = false;
+  /**
+   * Once no request runs on a replaced routing any more (or `shutdown.timeout` passed), the old
+   * registry closes its sources that did not move (removed credentials) and the dispatchers no
+   * upstream uses any more close (undici lets their last requests finish).
+   */
+  function retire(old: Generation): void {
+    const deadline = performance.now() + current.config.shutdown.timeoutMs;
+    const timer = setInterval(() => {
+      const running = proxies.reduce((sum, proxy) => sum + proxy.retiredInFlight(), 0);
+      if (running > 0 && performance.now() < deadline && !closing) return;
+      clearInterval(timer);
+      if (closing) return;
+      old.tokens.close();
+      void pool.closeUnused(current.dispatchers);
+    }, 50);
+    timer.unref();
+  }
+
+  function reload(next: ProxyConfig, trigger: ReloadTrigger = "SIGHUP"): ReloadOutcome {
+    const restartRequired = changesNeedingRestart(current.config, next);
+    if (restartRequired.length > 0) {
+      return record(
+        trigger,
+        { outcome: "restart_required", paths: restartRequired },
+        { restartRequired },
+      );
+    }
+    let built: Generation;
+    try {
+      // Dispatchers first: an unreadable CA or key file rejects the reload before anything moved.
+      built = buildGeneration(next, pool, undefined);
+    } catch (error) {
+      const problems = [error instanceof Error ? error.message : String(error)];
+      return record(trigger, { outcome: "rejected", problems }, { problems });
+    }
+    const old = current;
+    built.tokens = buildTokens(next, old.tokens);
+    const nextGroups = new Map(
+      groupUpstreamsByListener(next).map((group) => [listenerKey(group.listen), group.upstreams]),
+    );
+    groups.forEach((group, index) => {
+      const upstreams = nextGroups.get(listenerKey(group.listen)) ?? [];
+      proxies[index]!.replaceRouting(built.routingFor(upstreams), next.limits);
+    });
+    current = built;
+    logger.level = next.log.level;
+    // Added credentials prefetch as at start; adopted ones keep their schedule (start is a no-op).
+    current.tokens.startEager();
+    retire(old);
+    return record(trigger, { outcome: "applied" });
+  }
+
   let startupWatch: NodeJS.Timeout | undefined;
-  async function close(timeoutMs = config.shutdown.timeoutMs): Promise<void> {
+  async function close(timeoutMs = current.config.shutdown.timeoutMs): Promise<void> {
+    closing = true;
     if (startupWatch) clearInterval(startupWatch);
     lifecycle.markDraining();
     // Each step runs even if an earlier one failed, so no timer, socket or pool is left open.
     const results = await Promise.allSettled(proxies.map((proxy) => proxy.close(timeoutMs)));
     results.push(...(await Promise.allSettled([admin.close()])));
-    tokens.close();
+    current.tokens.close();
     results.push(...(await Promise.allSettled([sharedCache?.close(), pool.close()])));
     lifecycle.markStopped();
     const failed = results.find((r) => r.status === "rejected");
@@ -165,12 +282,19 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   }
 
   return {
-    config,
+    get config() {
+      return current.config;
+    },
     lifecycle,
     metrics,
-    tokens,
+    get tokens() {
+      return current.tokens;
+    },
     admin,
     proxies,
+    reload: async (next, trigger) => reload(next, trigger),
+    recordRejected: (problems, trigger = "SIGHUP") =>
+      record(trigger, { outcome: "rejected", problems }, { problems }),
     async listen() {
       try {
         const proxyAddresses: AddressInfo[] = [];
@@ -178,8 +302,8 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
         await admin.listen({ host: config.admin.host, port: config.admin.port });
         const adminAddress = admin.server.address() as AddressInfo;
         lifecycle.markRunning();
-        tokens.startEager();
-        startupWatch = watchStartup(config, tokens, lifecycle);
+        current.tokens.startEager();
+        startupWatch = watchStartup(config, current.tokens, lifecycle);
         return { proxy: proxyAddresses, admin: adminAddress };
       } catch (error) {
         // One port taken must not leave the others bound (and the process alive) behind it.

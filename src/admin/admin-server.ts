@@ -13,7 +13,8 @@ import type { TokenStatus } from "../token/types.js";
 import { LAZY_SCHEMA_COMPILERS } from "./lazy-schema-compilers.js";
 import { quitRefusal } from "./quit-guard.js";
 import type { ReadinessCondition } from "./readiness.js";
-import { createScrubber } from "./redact.js";
+import { createScrubber, type Scrubber } from "./redact.js";
+import type { LastReload } from "./status-report.js";
 import { registerStatusRoutes } from "./status-routes.js";
 
 export interface AdminServerDeps {
@@ -43,6 +44,13 @@ export interface AdminServerDeps {
   readinessConditions?: () => readonly ReadinessCondition[];
   /** Monotonic clock of the request rates; default performance.now. */
   monotonicNow?: () => number;
+  /**
+   * The upstreams to report now, in display order, when they can change (a reload swaps the
+   * list); default: `upstreamNames` resolved once.
+   */
+  currentUpstreams?: () => readonly UpstreamConfig[];
+  /** The last configuration reload, shown on /status. */
+  lastReload?: () => LastReload | undefined;
 }
 
 /** The admin endpoints, listed in 404 answers so a mistyped probe path is easy to fix. */
@@ -59,8 +67,19 @@ export const ADMIN_ENDPOINTS = [
 /** Build the admin fastify instance (not listening; the caller calls `listen`). */
 export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
   const now = deps.now ?? Date.now;
-  const scrub = createScrubber([...deps.config.upstreams, ...deps.upstreams]);
-  const configs = resolveUpstreams(deps);
+  const startConfigs = resolveUpstreams(deps);
+  const upstreamsNow = deps.currentUpstreams ?? (() => startConfigs);
+  // Rebuilt when a reload swaps the upstream list: new inline secrets must be scrubbed too.
+  let scrubbedFor: readonly UpstreamConfig[] | undefined;
+  let scrubber: Scrubber = createScrubber([...deps.config.upstreams, ...deps.upstreams]);
+  const scrub: Scrubber = (text) => {
+    const current = upstreamsNow();
+    if (deps.currentUpstreams && current !== scrubbedFor) {
+      scrubbedFor = current;
+      scrubber = createScrubber([...deps.config.upstreams, ...deps.upstreams, ...current]);
+    }
+    return scrubber(text);
+  };
   // Probes hit this every few seconds: only warnings and errors are worth a log line (the warn
   // level also silences fastify's per-request info lines).
   const app = Fastify({
@@ -85,14 +104,14 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
   });
 
   const configModes = new Map(
-    configs.map((c): [string, TokenMode] => [
+    startConfigs.map((c): [string, TokenMode] => [
       c.name,
       { mode: c.tokenPolicy.prefetch ? "prefetch" : "lazy", decidedBy: "token.prefetch" },
     ]),
   );
   const modeOf = deps.tokenMode ?? ((name: string): TokenMode => configModes.get(name)!);
   const snapshot = () =>
-    configs.map((config) => ({
+    upstreamsNow().map((config) => ({
       config,
       status: deps.tokenStatus(config.name),
       mode: modeOf(config.name),
@@ -132,6 +151,7 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     now,
     monotonicNow: deps.monotonicNow ?? (() => performance.now()),
     sharedCacheState: deps.sharedCacheState,
+    lastReload: deps.lastReload,
   });
 
   let quitting = false;

@@ -118,6 +118,17 @@ export interface StatusSummary {
   series: SeriesReport;
 }
 
+/** What the last configuration reload did (src/reload/apply.ts). */
+export interface LastReload {
+  at: string;
+  trigger: "SIGHUP" | "file";
+  outcome: "applied" | "rejected" | "restart_required";
+  /** Why the new configuration was rejected (as `validate` prints them). */
+  problems?: string[];
+  /** The config paths that changed but can only apply on a restart. */
+  restartRequired?: string[];
+}
+
 export interface StatusReport {
   version: string;
   phase: LifecyclePhase;
@@ -128,6 +139,8 @@ export interface StatusReport {
   generatedAt: string;
   /** Present only when a shared token cache (Redis) is configured. */
   sharedTokenCache?: { kind: "redis"; state: string };
+  /** The last configuration reload (SIGHUP or a file change); absent until the first. */
+  lastReload?: LastReload;
   summary: StatusSummary;
   /** The query as understood, and where this page sits among the matching upstreams. */
   page: {
@@ -189,6 +202,7 @@ export interface StatusInput {
   metrics: Metrics;
   /** The Redis shared cache's state, or undefined when none is configured. */
   sharedCacheState?: string | undefined;
+  lastReload?: LastReload | undefined;
   query: StatusQuery;
   /** The display cache (createDisplayCache); a fresh one when absent. */
   display?: (config: UpstreamConfig) => UpstreamDisplay;
@@ -220,6 +234,7 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
     ...(input.sharedCacheState === undefined
       ? {}
       : { sharedTokenCache: { kind: "redis" as const, state: input.sharedCacheState } }),
+    ...(input.lastReload ? { lastReload: input.lastReload } : {}),
     summary: summarize(rows, input),
     page: {
       q: input.query.q,

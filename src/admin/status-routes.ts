@@ -28,6 +28,7 @@ import {
   buildStatusReport,
   buildUpstreamDetail,
   createDisplayCache,
+  type LastReload,
   type StatusReport,
   type UpstreamDetail,
   type UpstreamSnapshot,
@@ -54,6 +55,8 @@ export interface StatusRoutesDeps {
   /** Monotonic clock of the request rates (performance.now). */
   monotonicNow: () => number;
   sharedCacheState?: (() => string) | undefined;
+  /** The last configuration reload, if any (shown on /status). */
+  lastReload?: (() => LastReload | undefined) | undefined;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
@@ -96,6 +99,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       upstreams: snapshot,
       metrics: deps.metrics,
       sharedCacheState: deps.sharedCacheState?.(),
+      lastReload: deps.lastReload?.(),
       query,
       display,
     });

@@ -5,6 +5,7 @@ import type { ProxyConfig } from "../config/types.js";
 import { BearerProxyError, ConfigError } from "../errors.js";
 import { startProxy } from "../main.js";
 import { createLogger, type Logger } from "../observability/logger.js";
+import { reloadOnChange } from "../reload/reload-on-change.js";
 import { configFileFrom, configFlagsFrom } from "./config-flags.js";
 
 type Values = Record<string, string | boolean | undefined>;
@@ -54,8 +55,13 @@ export async function loadOrReport(
   }
 }
 
+const ignoreSignal = () => {};
+
 /** `bearer-proxy run`: runs until a signal or /quitquitquit; resolves with the exit code. */
 export async function runCommand(values: Values): Promise<number> {
+  // SIGHUP reloads (below); until then, and during shutdown, it must not end the process
+  // (Node's default for a signal nobody listens to).
+  process.on("SIGHUP", ignoreSignal);
   const loaded = await loadOrReport(values);
   if (!loaded) return 1;
   const { config, warnings } = loaded;
@@ -64,7 +70,19 @@ export async function runCommand(values: Values): Promise<number> {
   try {
     const running = await startProxy(config, { logger, handleSignals: true });
     announce(config, logger, running.addresses);
-    return await running.done;
+    const watcher = await reloadOnChange({
+      app: running.app,
+      logger,
+      file: configFileFrom(values),
+      load: () =>
+        loadConfigWithWarnings({
+          configFile: configFileFrom(values),
+          flags: configFlagsFrom(values),
+        }),
+    });
+    const code = await running.done;
+    watcher.close();
+    return code;
   } catch (err) {
     const message = err instanceof BearerProxyError ? err.message : (err as Error).message;
     logger.fatal({ code: (err as { code?: string }).code }, `cannot start: ${message}`);

@@ -19,6 +19,13 @@ export interface DispatcherPool {
   forUpgrade(upstream: UpstreamConfig): Dispatcher;
   /** The dispatcher for an upstream's token endpoint (its own TLS settings, see `token.tls`). */
   forTokenEndpoint(upstream: UpstreamConfig): Dispatcher;
+  /** Every dispatcher built so far. */
+  all(): Dispatcher[];
+  /**
+   * Close the dispatchers not in `inUse` (after a reload removed their last upstream); undici's
+   * close lets the requests they carry finish first. A later use builds a new one.
+   */
+  closeUnused(inUse: ReadonlySet<Dispatcher>): Promise<void>;
   /** Close every dispatcher; errors are ignored (this runs at shutdown). */
   close(): Promise<void>;
 }
@@ -65,6 +72,12 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
         // tls-client-auth: the certificate is the credential, and rotates like one.
         reloadClientCertificate: upstream.token.clientAuth === "tls-client-auth",
       }),
+    all: () => [...dispatchers.values()],
+    async closeUnused(inUse) {
+      const unused = [...dispatchers].filter(([, d]) => !inUse.has(d));
+      for (const [key] of unused) dispatchers.delete(key);
+      await Promise.all(unused.map(([, d]) => d.close().catch(() => {})));
+    },
     async close() {
       await Promise.all([...dispatchers.values()].map((d) => d.close().catch(() => {})));
     },

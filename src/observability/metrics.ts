@@ -17,6 +17,7 @@ export interface Metrics {
   tokenFetchDurationSeconds: Histogram<"upstream">;
   tokenExpiryTimestampSeconds: Gauge<"upstream">;
   redisUp: Gauge;
+  configReloadsTotal: Counter<"outcome">;
   /** The last 15 minutes of request and error counts, for the status page (not exported). */
   requestRates: RequestRates;
 }
@@ -94,6 +95,12 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     redisUp: new Gauge({
       name: "bearer_proxy_redis_up",
       help: "1 when the shared Redis token cache answers, 0 when the proxy fell back to local fetching.",
+      registers,
+    }),
+    configReloadsTotal: new Counter({
+      name: "bearer_proxy_config_reloads_total",
+      help: "Configuration reloads (SIGHUP or a config file change), by outcome: applied, rejected, restart_required.",
+      labelNames: ["outcome"],
       registers,
     }),
     requestRates: createRequestRates(),

@@ -17,11 +17,11 @@
  * the lenient parser is never enabled.
  */
 import { once } from "node:events";
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
-import type { ListenSpec, ProxyConfig, UpstreamConfig } from "../config/types.js";
+import type { LimitsConfig, ListenSpec, ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -70,27 +70,61 @@ export interface ProxyServer {
    * responses carry `Connection: close`) for up to `timeoutMs`, then destroys what remains.
    */
   close(timeoutMs: number): Promise<void>;
-  /** Requests being handled right now. */
+  /** Requests being handled right now (every routing generation). */
   inFlight(): number;
+  /**
+   * Serve new requests with these upstreams from now on (a config reload); requests already
+   * running finish with the routing they started with.
+   */
+  replaceRouting(routing: ProxyRouting, limits?: LimitsConfig): void;
+  /** Requests (and upgraded connections) still running on a routing replaced by a reload. */
+  retiredInFlight(): number;
 }
 
 /** How often Node checks headersTimeout/requestTimeout; its default (30 s) makes them useless. */
 const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 
+/** What a reload hands a running listener: its new upstreams and their lookups. */
+export type ProxyRouting = Pick<
+  ProxyServerDeps,
+  "upstreams" | "tokenFor" | "dispatcherFor" | "upgradeDispatcherFor" | "freshDispatcherFor"
+>;
+
 export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
   const { limits } = deps.config;
   const accessLog = deps.accessLog ?? createAccessLog(deps.logger);
-  const handler = createRequestHandler({
-    limits,
-    upstreams: deps.upstreams,
-    tokenFor: deps.tokenFor,
-    dispatcherFor: deps.dispatcherFor,
-    freshDispatcherFor: deps.freshDispatcherFor,
-    metrics: deps.metrics,
-    logger: deps.logger,
-    accessLog,
-    lifecycle: deps.lifecycle,
-  });
+  const buildGeneration = (routing: ProxyRouting, limits = deps.config.limits) => {
+    const handler = createRequestHandler({
+      limits,
+      upstreams: routing.upstreams,
+      tokenFor: routing.tokenFor,
+      dispatcherFor: routing.dispatcherFor,
+      freshDispatcherFor: routing.freshDispatcherFor,
+      metrics: deps.metrics,
+      logger: deps.logger,
+      accessLog,
+      lifecycle: deps.lifecycle,
+    });
+    // WebSocket and other Upgrade requests (see upgrade.ts).
+    const upgrades = createUpgradeHandler({
+      limits,
+      upstreams: routing.upstreams,
+      tokenFor: routing.tokenFor,
+      upgradeDispatcherFor: routing.upgradeDispatcherFor ?? routing.dispatcherFor,
+      metrics: deps.metrics,
+      logger: deps.logger,
+      accessLog,
+      serveAsRequest: handler,
+    });
+    return { handler, upgrades };
+  };
+  // A reload swaps `current`; requests already running finish on their own generation's
+  // closures, and an old generation is forgotten once nothing runs on it any more. The
+  // per-connection pipeline queue lives on the socket, so ordering holds across a swap.
+  let current = buildGeneration(deps);
+  const generations = new Set([current]);
+  let closing = false;
+  const handler = (req: IncomingMessage, res: ServerResponse) => current.handler(req, res);
   const server = createServer(
     {
       maxHeaderSize: limits.maxHeaderSizeBytes,
@@ -105,18 +139,9 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
     },
     handler,
   );
-  // WebSocket and other Upgrade requests (see upgrade.ts).
-  const upgrades = createUpgradeHandler({
-    limits,
-    upstreams: deps.upstreams,
-    tokenFor: deps.tokenFor,
-    upgradeDispatcherFor: deps.upgradeDispatcherFor ?? deps.dispatcherFor,
-    metrics: deps.metrics,
-    logger: deps.logger,
-    accessLog,
-    serveAsRequest: handler,
-  });
-  server.on("upgrade", upgrades);
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+    current.upgrades(req, socket, head),
+  );
   server.maxHeadersCount = limits.maxHeaderCount + 1;
   server.maxConnections = limits.maxConnections;
   // Socket inactivity is governed by headersTimeout, keepAliveTimeout and the body idle timeouts.
@@ -161,7 +186,8 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       return server.address() as AddressInfo;
     },
     async close(timeoutMs) {
-      handler.markClosing();
+      closing = true;
+      for (const generation of generations) generation.handler.markClosing();
       if (!server.listening) {
         accessLog.flush();
         return;
@@ -172,7 +198,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       const timer = setTimeout(() => {
         server.closeAllConnections();
         // Upgraded connections are Node's no more: only we can end them.
-        upgrades.destroyAll();
+        for (const generation of generations) generation.upgrades.destroyAll();
       }, timeoutMs);
       try {
         await closed;
@@ -182,6 +208,31 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
         accessLog.flush();
       }
     },
-    inFlight: () => handler.inFlight() + upgrades.inFlight(),
+    inFlight: () => {
+      let count = 0;
+      for (const generation of generations) {
+        count += generation.handler.inFlight() + generation.upgrades.inFlight();
+      }
+      return count;
+    },
+    retiredInFlight: () => {
+      let count = 0;
+      for (const generation of generations) {
+        if (generation === current) continue;
+        count += generation.handler.inFlight() + generation.upgrades.inFlight();
+      }
+      return count;
+    },
+    replaceRouting(routing, nextLimits) {
+      const next = buildGeneration(routing, nextLimits);
+      if (closing) next.handler.markClosing();
+      for (const generation of generations) {
+        if (generation.handler.inFlight() + generation.upgrades.inFlight() === 0) {
+          generations.delete(generation);
+        }
+      }
+      generations.add(next);
+      current = next;
+    },
   };
 }

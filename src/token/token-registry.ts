@@ -33,6 +33,12 @@ export interface TokenRegistryOptions {
   metrics?: Metrics | undefined;
   /** Replaces createTokenSource (tests, a shared Redis-backed source). */
   createSource?: (options: TokenSourceOptions) => TokenProvider;
+  /**
+   * The registry of the configuration being replaced (a reload): its live sources whose
+   * credential key is unchanged move here with their token and schedule, so a reload causes no
+   * token request for an untouched credential.
+   */
+  adoptFrom?: TokenRegistry | undefined;
 }
 
 export interface TokenRegistry {
@@ -51,6 +57,13 @@ export interface TokenRegistry {
   modeOf(name: string): TokenMode;
   /** Number of credentials prefetched at start. */
   readonly prefetchCount: number;
+  /**
+   * Give the live source of credential `key` (see `localCredentialKey`) to a new registry: it
+   * leaves this one without being closed, and this registry's providers use it from now on
+   * (requests still running on the old configuration). Undefined when none is alive.
+   */
+  handOver(key: string): TokenProvider | undefined;
+  /** Close every source this registry still owns (handed-over ones are not). */
   close(): void;
 }
 
@@ -110,15 +123,25 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
     groups.values(),
     Math.min(options.eagerLimit, options.maxSources),
   );
+  // Sources handed to a reload's new registry: leaving this cache must not close them.
+  const handedOver = new Map<string, TokenProvider>();
   const cache = new LRUCache<string, TokenProvider>({
     max: options.maxSources,
-    dispose: (source) => source.close(),
+    dispose: (source, key) => {
+      if (handedOver.get(key) !== source) source.close();
+    },
   });
+  if (options.adoptFrom) {
+    for (const key of groups.keys()) {
+      const adopted = options.adoptFrom.handOver(key);
+      if (adopted) cache.set(key, adopted);
+    }
+  }
   const facades = new Map<string, TokenProvider>();
   let closed = false;
 
   function sourceFor(group: CredentialGroup): TokenProvider {
-    const existing = cache.get(group.key);
+    const existing = handedOver.get(group.key) ?? cache.get(group.key);
     if (existing) return existing;
     const first = group.upstreams[0]!;
     const source = create({
@@ -136,6 +159,8 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
     cache.set(group.key, source);
     return source;
   }
+
+  const peek = (key: string) => handedOver.get(key) ?? cache.peek(key);
 
   function closedError(name: string): BearerProxyError {
     return new BearerProxyError(
@@ -155,11 +180,11 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
         return sourceFor(group).getToken(signal);
       },
       peekToken: () => (closed ? undefined : sourceFor(group).peekToken()),
-      invalidate: (token) => cache.peek(group.key)?.invalidate(token) ?? false,
+      invalidate: (token) => peek(group.key)?.invalidate(token) ?? false,
       start() {
         if (!closed) sourceFor(group).start();
       },
-      status: () => cache.peek(group.key)?.status() ?? (closed ? CLOSED_STATUS : IDLE_STATUS),
+      status: () => peek(group.key)?.status() ?? (closed ? CLOSED_STATUS : IDLE_STATUS),
       close() {},
     };
   }
@@ -189,12 +214,19 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
     statuses() {
       const result = new Map<string, TokenStatus>();
       for (const [name, group] of groupOf) {
-        result.set(name, cache.peek(group.key)?.status() ?? (closed ? CLOSED_STATUS : IDLE_STATUS));
+        result.set(name, peek(group.key)?.status() ?? (closed ? CLOSED_STATUS : IDLE_STATUS));
       }
       return result;
     },
     credentialCount: groups.size,
     prefetchCount,
+    handOver(key) {
+      const source = cache.peek(key);
+      if (closed || !source) return undefined;
+      handedOver.set(key, source);
+      cache.delete(key);
+      return source;
+    },
     close() {
       if (closed) return;
       closed = true;
