@@ -159,6 +159,41 @@ describe("App.reload", () => {
     expect(metrics).toMatch(/^bearer_proxy_config_reloads_total\{outcome="applied"\} 1$/m);
   }, 60_000);
 
+  it("a request that started before the reload finishes on the removed upstream's token and pool", async () => {
+    // Its own pool settings: the removed upstream's dispatcher is one nothing else uses.
+    const { app, url } = await start([
+      upstream("a", DEMO_CLIENT),
+      { ...upstream("gone", OTHER), connections: 3 },
+    ]);
+    await waitFor(() => tokenValid(app, "a") && tokenValid(app, "gone"), "tokens at start");
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    async function* slowBody() {
+      yield Buffer.from("first half, ");
+      await released;
+      yield Buffer.from("second half");
+    }
+    // The dispatcher is looked up after the reload, on the routing the request started with.
+    const inFlight = request(`${url}/gone/echo/slow`, {
+      method: "POST",
+      // A known length: the proxy reads the whole body before it picks the dispatcher.
+      headers: { "content-length": "23" },
+      body: slowBody(),
+      dispatcher: agent,
+    });
+    await waitFor(() => app.proxies[0]!.inFlight() === 1, "request in flight");
+    const next = await configOf([upstream("a", DEMO_CLIENT)]);
+    expect(await app.reload(next)).toEqual({ outcome: "applied" });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    release();
+    const response = await inFlight;
+    const body = await response.body.text();
+    expect(response.statusCode, body).toBe(200);
+    expect(await statusOf(`${url}/gone/echo/x`)).toBe(404);
+  });
+
   it("an invalid configuration is rejected with every problem; the running one keeps serving", async () => {
     const { app, url, adminUrl, captured } = await start([upstream("a", DEMO_CLIENT)]);
     await waitFor(() => tokenValid(app, "a"), "token at start");
