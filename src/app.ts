@@ -194,6 +194,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     tokenStatus: (name: string) => current.tokens.forUpstream(name).status(),
     tokenMode: (name: string) => current.tokens.modeOf(name),
     lastReload: () => lastReload,
+    currentReadiness: () => current.config.readiness,
     lifecycle,
     metrics,
     logger,

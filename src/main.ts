@@ -42,7 +42,8 @@ export async function startProxy(
   const shutdown = (reason: string): Promise<number> => {
     if (shuttingDown) return shuttingDown;
     shuttingDown = (async () => {
-      const { drainDelayMs, timeoutMs } = config.shutdown;
+      // The running configuration's (a reload may have changed them).
+      const { drainDelayMs, timeoutMs } = app.config.shutdown;
       logger.info(
         { reason, drainDelayMs, timeoutMs },
         "shutting down: readiness now fails, draining",

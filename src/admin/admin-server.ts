@@ -49,6 +49,8 @@ export interface AdminServerDeps {
    * list); default: `upstreamNames` resolved once.
    */
   currentUpstreams?: () => readonly UpstreamConfig[];
+  /** The readiness policy now (a reload may change it); default `config.readiness`. */
+  currentReadiness?: () => ProxyConfig["readiness"];
   /** The last configuration reload, shown on /status. */
   lastReload?: () => LastReload | undefined;
 }
@@ -152,6 +154,7 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     monotonicNow: deps.monotonicNow ?? (() => performance.now()),
     sharedCacheState: deps.sharedCacheState,
     lastReload: deps.lastReload,
+    currentReadiness: deps.currentReadiness,
   });
 
   let quitting = false;

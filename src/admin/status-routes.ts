@@ -43,6 +43,8 @@ export interface StatusRoutesDeps {
   /** Every upstream's config, token status and mode, in config order. */
   snapshot(): UpstreamSnapshot[];
   readiness: ReadinessConfig;
+  /** The readiness policy now, when a reload can change it; default `readiness`. */
+  currentReadiness?: (() => ReadinessConfig) | undefined;
   /** Other readiness conditions (e.g. sustained overload); none by default. */
   readinessConditions?: () => readonly ReadinessCondition[];
   lifecycle: Lifecycle;
@@ -60,10 +62,11 @@ export interface StatusRoutesDeps {
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
+  const readinessNow = () => deps.currentReadiness?.() ?? deps.readiness;
   const readiness = (snapshot: readonly UpstreamSnapshot[]): Readiness =>
     evaluateReadiness({
       phase: deps.lifecycle.phase,
-      requireTokens: deps.readiness.requireTokens,
+      requireTokens: readinessNow().requireTokens,
       upstreams: snapshot.map(({ config, status, mode }) => ({
         name: config.name,
         mode: mode.mode,
@@ -77,7 +80,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
     deps.lifecycle.phase === "running" &&
     (deps.readinessConditions?.() ?? []).every((c) => c.ready) &&
     !snapshot.some((u) =>
-      blocksReadiness(deps.readiness.requireTokens, u.status.state, u.mode.mode),
+      blocksReadiness(readinessNow().requireTokens, u.status.state, u.mode.mode),
     );
   const display = createDisplayCache();
 
@@ -92,7 +95,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       version: deps.version,
       phase: deps.lifecycle.phase,
       ready: isReady(snapshot),
-      readiness: deps.readiness,
+      readiness: readinessNow(),
       startedAtWallMs: deps.startedAtWallMs,
       nowWallMs: deps.now(),
       nowMs: deps.monotonicNow(),

@@ -27,6 +27,11 @@ export function changesNeedingRestart(current: ProxyConfig, next: ProxyConfig): 
   if (JSON.stringify(current.tokenCache.redis) !== JSON.stringify(next.tokenCache.redis)) {
     paths.push("tokenCache.redis");
   }
+  // Read once when the dispatcher pool and the admin server are built.
+  if (current.egressProxy !== next.egressProxy) paths.push("egressProxy");
+  if (current.limits.sustainedOverloadMs !== next.limits.sustainedOverloadMs) {
+    paths.push("limits.sustainedOverloadMs");
+  }
   for (const limit of SERVER_LIMITS) {
     if (current.limits[limit] !== next.limits[limit]) paths.push(`limits.${limit}`);
   }

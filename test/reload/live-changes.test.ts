@@ -21,6 +21,18 @@ describe("changes needing a restart", () => {
     expect(variant((c) => ({ ...c, log: { ...c.log, level: "debug" } }))).toEqual([]);
   });
 
+  it("names an egress proxy or sustained-overload change (read once at start)", () => {
+    expect(variant((c) => ({ ...c, egressProxy: "http://127.0.0.1:3128" }))).toEqual([
+      "egressProxy",
+    ]);
+    expect(
+      variant((c) => ({ ...c, readiness: { ...c.readiness, requireTokens: "none" } })),
+    ).toEqual([]);
+    expect(variant((c) => ({ ...c, limits: { ...c.limits, sustainedOverloadMs: 1 } }))).toEqual([
+      "limits.sustainedOverloadMs",
+    ]);
+  });
+
   it("names each listener, server option, log format and Redis change", () => {
     expect(variant((c) => ({ ...c, listen: { ...c.listen, port: c.listen.port + 1 } }))).toEqual([
       "listen",

@@ -7,6 +7,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Readable } from "node:stream";
 import { Agent, request } from "undici";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type App, buildApp } from "../../src/app.js";
@@ -180,7 +181,7 @@ describe("App.reload", () => {
       method: "POST",
       // A known length: the proxy reads the whole body before it picks the dispatcher.
       headers: { "content-length": "23" },
-      body: slowBody(),
+      body: Readable.from(slowBody()),
       dispatcher: agent,
     });
     await waitFor(() => app.proxies[0]!.inFlight() === 1, "request in flight");
