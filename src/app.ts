@@ -234,6 +234,10 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   }
 
   function reload(next: ProxyConfig, trigger: ReloadTrigger = "SIGHUP"): ReloadOutcome {
+    if (closing) {
+      const problems = ["the proxy is shutting down"];
+      return record(trigger, { outcome: "rejected", problems }, { problems });
+    }
     const restartRequired = changesNeedingRestart(current.config, next);
     if (restartRequired.length > 0) {
       return record(

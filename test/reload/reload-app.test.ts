@@ -129,12 +129,17 @@ describe("App.reload", () => {
       { ...upstream("b", DEMO_CLIENT), match: { pathPrefix: "/bee" } },
       upstream("added", THIRD),
     ]);
+    const reloadStartMs = performance.now();
     expect(await app.reload(next, "file")).toEqual({ outcome: "applied" });
+    const reloadMs = performance.now() - reloadStartMs;
     const sentAtReload = sent;
     await waitFor(() => sent > sentAtReload + 200, "load after the reload");
     stop = true;
     await Promise.all(workers);
 
+    console.log(
+      `reload under load: ${sent} requests (${sentAtReload} before the swap), ${failures.length} failed; reload applied in ${reloadMs.toFixed(1)} ms`,
+    );
     expect(failures).toEqual([]);
     expect(sent).toBeGreaterThan(300);
     // The added credential prefetches like at start, without any request.
