@@ -69,7 +69,7 @@ export async function runCommand(values: Values): Promise<number> {
   for (const warning of warnings) logger.warn(warning);
   try {
     const running = await startProxy(config, { logger, handleSignals: true });
-    announce(config, logger, running.addresses);
+    // Before the announcement: once the ports are out, a SIGHUP must already reload.
     const watcher = await reloadOnChange({
       app: running.app,
       logger,
@@ -80,6 +80,7 @@ export async function runCommand(values: Values): Promise<number> {
           flags: configFlagsFrom(values),
         }),
     });
+    announce(config, logger, running.addresses);
     const code = await running.done;
     watcher.close();
     return code;

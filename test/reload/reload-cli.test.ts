@@ -82,6 +82,34 @@ describe("bearer-proxy run: config reload", () => {
     expect(status.lastReload.problems.length).toBeGreaterThan(0);
   }, 40_000);
 
+  it("without a config file, SIGHUP reloads the environment's configuration and the process lives on", async () => {
+    const proc = cli.start(["run"], {
+      env: {
+        BEARER_PROXY_BASE_URL: emulator().url,
+        BEARER_PROXY_CLIENT_ID: "demo-client",
+        BEARER_PROXY_CLIENT_SECRET: "demo-secret",
+        BEARER_PROXY_CA_FILE: emulator().caFile,
+        BEARER_PROXY_LISTEN: "127.0.0.1:0",
+        BEARER_PROXY_ADMIN_LISTEN: "127.0.0.1:0",
+      },
+    });
+    const { proxyUrl, adminUrl } = await proc.ports();
+    await waitUntilReady(adminUrl);
+    // Twice, one after the other (two pending SIGHUPs would merge into one).
+    for (const count of [1, 2]) {
+      proc.child.kill("SIGHUP");
+      await pollUntil(
+        async () =>
+          logRecords(proc.stdout()).filter((r) => r.msg === "config reloaded").length === count,
+        10_000,
+        `reload ${count} logged`,
+      );
+    }
+    expect(await statusOf(`${proxyUrl}/echo/x`)).toBe(200);
+    expect(proc.child.exitCode).toBeNull();
+    expect(proc.child.signalCode).toBeNull();
+  }, 40_000);
+
   it("a ConfigMap-style symlink swap is picked up without a signal", async () => {
     // The kubelet's layout: config.yaml -> ..data/config.yaml, ..data -> ..<timestamp>/.
     const volume = join(dir(), "configmap");
