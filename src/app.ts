@@ -264,6 +264,12 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
       proxies[index]!.replaceRouting(built.routingFor(upstreams), next.limits);
     });
     current = built;
+    // A removed upstream's expiry series would otherwise stay at its last value.
+    const kept = new Set(next.upstreams.map((u) => u.name));
+    for (const upstream of old.config.upstreams) {
+      if (!kept.has(upstream.name))
+        metrics.tokenExpiryTimestampSeconds.remove({ upstream: upstream.name });
+    }
     logger.level = next.log.level;
     // Added credentials prefetch as at start; adopted ones keep their schedule (start is a no-op).
     current.tokens.startEager();
