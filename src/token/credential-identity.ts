@@ -33,6 +33,9 @@ export interface IdentityOptions {
  */
 export function credentialIdentity(spec: TokenEndpointSpec, options: IdentityOptions = {}): string {
   const fields: Record<string, unknown> = { ...spec };
+  // Which CA is trusted decides which server we accept, not which token it issues: replicas that
+  // keep their CA bundle at different paths still share one credential.
+  fields.tls = { ...spec.tls, caFile: undefined };
   if (options.clientId !== undefined) fields.clientId = { kind: "value", value: options.clientId };
   if (options.omitClientSecret) delete fields.clientSecret;
   return canonicalJson(fields);

@@ -71,7 +71,7 @@ describe.skipIf(skipWithoutRedis)("three replicas sharing Redis through Sentinel
       emulator.caPem,
     );
     for (const replica of replicas) await waitForRedisUp(replica.adminUrl);
-  }, 60_000);
+  }, 90_000);
 
   afterAll(async () => {
     await Promise.all(replicas.map((r) => r.close()));
@@ -154,7 +154,7 @@ describe.skipIf(skipWithoutRedis)("three replicas sharing Redis through Sentinel
         const status = r.app.tokens.statuses().get("api");
         return (status?.expiresAtWallMs ?? 0) > Date.now() + 60_000;
       });
-    const convergedBy = Date.now() + 20_000;
+    const convergedBy = Date.now() + 40_000;
     while (!(longLived() && new Set(fingerprints()).size === 1) && Date.now() < convergedBy) {
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -164,5 +164,5 @@ describe.skipIf(skipWithoutRedis)("three replicas sharing Redis through Sentinel
     const after = await sharedBurst();
     expect(after.statuses.filter((s) => s !== 200)).toEqual([]);
     expect(after.tokenRequests).toBe(0);
-  }, 60_000);
+  }, 90_000);
 });

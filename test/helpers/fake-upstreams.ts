@@ -35,6 +35,11 @@ export interface FakeUpstream {
   port: number;
   /** Requests whose headers reached the server, in order. */
   requests: ReceivedRequest[];
+  /**
+   * Requests that arrived whole (head and complete body), once a route has read the body: a
+   * streamed upload whose client hung up reaches `requests` but never this list.
+   */
+  completedRequests: ReceivedRequest[];
   /** TLS handshakes completed (one per new connection that got past TLS). */
   tlsHandshakes(): number;
   /** TCP connections accepted (including ones whose TLS handshake failed). */
@@ -59,6 +64,7 @@ const PATTERN = Buffer.alloc(64 * 1024, "0123456789abcdef");
 
 export async function startFakeUpstream(options: FakeUpstreamOptions): Promise<FakeUpstream> {
   const requests: ReceivedRequest[] = [];
+  const completedRequests: ReceivedRequest[] = [];
   const sockets = new Set<Socket>();
   let handshakes = 0;
   let connections = 0;
@@ -70,7 +76,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions): Promise<F
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
         headers.push([req.rawHeaders[i]!, req.rawHeaders[i + 1]!]);
       }
-      requests.push({ method: req.method ?? "", url: req.url ?? "", headers });
+      const received = { method: req.method ?? "", url: req.url ?? "", headers };
+      requests.push(received);
+      req.once("end", () => {
+        if (req.complete) completedRequests.push(received);
+      });
       if (options.authorize && !options.authorize(req.headers.authorization, req)) {
         const body = JSON.stringify({ error: "invalid_token" });
         res.writeHead(401, {
@@ -100,6 +110,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions): Promise<F
     origin: `https://127.0.0.1:${port}`,
     port,
     requests,
+    completedRequests,
     tlsHandshakes: () => handshakes,
     connections: () => connections,
     openSockets: () => sockets.size,

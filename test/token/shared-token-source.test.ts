@@ -126,5 +126,12 @@ describe("shared token source", () => {
         "demo-client",
       ),
     ).toBe(key);
+    // Nor which CA file vouches for the token endpoint: it decides trust, not the token.
+    expect(
+      sharedCredentialKey(
+        { ...base, tls: { ...base.tls, caFile: "/other/ca.pem" } },
+        "demo-client",
+      ),
+    ).toBe(key);
   });
 });
