@@ -77,9 +77,10 @@ describe.each([
 
   it("sets only variables bearer-proxy knows", () => {
     const unknown = Object.keys(env).filter((n) => !KNOWN_ENV_VARS.includes(n));
-    expect(unknown).toEqual(["NODE_OPTIONS"]);
+    expect(unknown).toEqual(["NODE_OPTIONS", "MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_"]);
     // Memory is reserved on every pod: the sidecar trades a little CPU for ~30 MiB (PROFILE.md).
     expect(env.NODE_OPTIONS).toBe("--max-semi-space-size=1 --v8-pool-size=1");
+    expect(env.MALLOC_ARENA_MAX).toBe("2");
   });
 
   it("listens on loopback and serves admin on all interfaces for the probes", () => {
