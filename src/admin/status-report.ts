@@ -278,16 +278,7 @@ function toRows(input: StatusInput, display: (config: UpstreamConfig) => Upstrea
   const rates = input.metrics.requestRates;
   return input.upstreams.map((snapshot, index) => {
     const recent = rates.recent(snapshot.config.name, input.nowMs);
-    return {
-      name: snapshot.config.name,
-      baseUrlLower: display(snapshot.config).baseUrlLower,
-      state: snapshot.status.state,
-      mode: snapshot.mode.mode,
-      index,
-      errorsPerSecond: recent.errorsPerSecond,
-      snapshot,
-      rates: recent,
-    };
+    return { ...queryable(snapshot, index, recent, display), snapshot, rates: recent };
   });
 }
 

@@ -1,19 +1,11 @@
-/**
- * Issue 14, defect 6, the way it happens: a web page the developer opens (another origin, even
- * one served from 127.0.0.1) tries every way a page has to POST to the local admin listener —
- * a form, a no-cors fetch, a JSON fetch (preflighted), a page served under a rebinding host
- * name. The proxy must not quit; the requests must really have reached it (else the test could
- * not fail).
- */
-import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { launchChromium, skipWithoutChromium } from "../helpers/chromium.js";
 import { buildTestAdmin, type TestAdmin } from "./helpers.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const skip = !existsSync(CHROMIUM) && !process.env.CI;
+const skip = skipWithoutChromium;
 
 describe.skipIf(skip)("/quitquitquit against a hostile page in a real browser", () => {
   let admin: TestAdmin;
@@ -48,19 +40,7 @@ describe.skipIf(skip)("/quitquitquit against a hostile page in a real browser", 
     });
     await new Promise<void>((resolve) => page.listen(0, "127.0.0.1", resolve));
     pageOrigin = `http://127.0.0.1:${(page.address() as AddressInfo).port}`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {

@@ -6,9 +6,9 @@
  * in under a second, show the right counts, find a failing upstream with a filter, show its
  * detail, and refresh in place without losing what was typed.
  */
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type App, buildApp } from "../../src/app.js";
@@ -17,8 +17,8 @@ import { startEmulator } from "../../src/emulator/emulator.js";
 import type { Emulator } from "../../src/emulator/types.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { createMetrics } from "../../src/observability/metrics.js";
+import { launchChromium, skipWithoutChromium } from "../helpers/chromium.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOT = resolve(".tmp/status-page-10k.png");
 const COUNT = 10_000;
 /** Prefetched (within the default eagerLimit of 100) with a wrong secret. */
@@ -27,8 +27,7 @@ const BROKEN_EAGER = "svc-42";
 const BROKEN_LAZY = "svc-7777";
 const USED = ["svc-3", "svc-5000", "svc-9999"];
 
-// Locally the test needs Debian's chromium; in CI (.ci/run installs it) it must never be skipped.
-const skip = !existsSync(CHROMIUM) && !process.env.CI;
+const skip = skipWithoutChromium;
 
 const secretOf = (i: number) => `secret-${i}-${"x".repeat(24)}`;
 
@@ -90,19 +89,7 @@ describe.skipIf(skip)("status page of a 10,000-upstream gateway in a real headle
       });
       await res.body.dump();
     }
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
+    browser = await launchChromium();
   }, 180_000);
 
   afterAll(async () => {

@@ -1,8 +1,9 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { type Browser, chromium, type Locator, type Page } from "playwright-core";
+import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fingerprint } from "../../src/token/fingerprint.js";
+import { launchChromium, skipWithoutChromium } from "../helpers/chromium.js";
 import {
   buildTestAdmin,
   failedStatus,
@@ -12,13 +13,11 @@ import {
   validStatus,
 } from "./helpers.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOT = resolve(".tmp/status-page.png");
 const CLIENT_SECRET = "browser-test-client-secret-5e2a";
 const TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJicm93c2VyIn0.browser-token-b71c";
 
-// Locally the test needs Debian's chromium; in CI (.ci/run installs it) it must never be skipped.
-const skip = !existsSync(CHROMIUM) && !process.env.CI;
+const skip = skipWithoutChromium;
 
 /** What a person sees: rendered text (innerText), not the DOM's textContent. */
 function visibleText(locator: Locator): Promise<string> {
@@ -73,19 +72,7 @@ describe.skipIf(skip)("status page in a real headless browser", () => {
     admin.metrics.replaysTotal.inc({ upstream: "files" }, 3);
     admin.metrics.errorsTotal.inc({ upstream: "scripts", code: "token_unavailable" }, 12);
     url = `${await admin.app.listen({ host: "127.0.0.1", port: 0 })}/status`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
+    browser = await launchChromium();
   });
 
   afterAll(async () => {

@@ -8,8 +8,7 @@
 import { readFile } from "node:fs/promises";
 import { BearerProxyError } from "../../errors.js";
 import { decodeJwtPayload } from "./jws.js";
-import { JWT_BEARER_ASSERTION_TYPE } from "./private-key-jwt.js";
-import type { ClientAuth } from "./types.js";
+import { type ClientAuth, jwtAssertionParts } from "./types.js";
 
 export function clientAssertionFile(file: string): ClientAuth {
   return {
@@ -46,16 +45,7 @@ export function clientAssertionFile(file: string): ClientAuth {
         .filter((name) => payload[name] !== undefined)
         .map((name) => `${name} ${JSON.stringify(payload[name])}`);
       if (claims.length > 0) facts.push(`assertion ${claims.join(", ")}`);
-      return {
-        fields: [
-          ["client_id", credentials.clientId],
-          ["client_assertion_type", JWT_BEARER_ASSERTION_TYPE],
-          ["client_assertion", assertion],
-        ],
-        headers: {},
-        sentSecrets: [assertion],
-        facts,
-      };
+      return jwtAssertionParts(credentials.clientId, assertion, facts);
     },
   };
 }

@@ -8,10 +8,9 @@ import { createPrivateKey, type KeyObject, randomUUID, X509Certificate } from "n
 import type { AssertionAlgorithm, PrivateKeyJwtSpec } from "../../config/types.js";
 import { BearerProxyError } from "../../errors.js";
 import { certificateThumbprint, describeKey, inferAlgorithm, keyProblem, signJws } from "./jws.js";
-import type { ClientAuth } from "./types.js";
+import { type ClientAuth, jwtAssertionParts } from "./types.js";
 
 /** RFC 7521 §4.2 / RFC 7523 §2.2. */
-export const JWT_BEARER_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
 export function privateKeyJwt(spec: PrivateKeyJwtSpec): ClientAuth {
   return {
@@ -55,16 +54,7 @@ export function privateKeyJwt(spec: PrivateKeyJwtSpec): ClientAuth {
       facts.push(
         `assertion aud ${JSON.stringify(audience)}, exp ${new Date(payload.exp * 1000).toISOString()} (${lifetimeSeconds} s)`,
       );
-      return {
-        fields: [
-          ["client_id", credentials.clientId],
-          ["client_assertion_type", JWT_BEARER_ASSERTION_TYPE],
-          ["client_assertion", assertion],
-        ],
-        headers: {},
-        sentSecrets: [assertion],
-        facts,
-      };
+      return jwtAssertionParts(credentials.clientId, assertion, facts);
     },
   };
 }

@@ -56,3 +56,27 @@ export interface ClientAuth {
   /** Rejects with a BearerProxyError (BP_ERR_CLIENT_KEY, BP_ERR_CLIENT_ASSERTION, BP_ERR_SECRET_FILE). */
   authenticate(input: ClientAuthInput): Promise<ClientAuthParts>;
 }
+
+/** RFC 7521 §4.2: the `client_assertion_type` of a JWT client assertion (RFC 7523 §2.2). */
+export const JWT_BEARER_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+
+/**
+ * The request parts of a JWT client assertion, signed here (private-key-jwt) or read from a file
+ * (client-assertion-file): client_id, the assertion and its type; the assertion is secret.
+ */
+export function jwtAssertionParts(
+  clientId: string,
+  assertion: string,
+  facts: readonly string[],
+): ClientAuthParts {
+  return {
+    fields: [
+      ["client_id", clientId],
+      ["client_assertion_type", JWT_BEARER_ASSERTION_TYPE],
+      ["client_assertion", assertion],
+    ],
+    headers: {},
+    sentSecrets: [assertion],
+    facts: [...facts],
+  };
+}
