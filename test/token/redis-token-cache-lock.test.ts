@@ -96,11 +96,17 @@ describe.skipIf(skipWithoutRedis)("redis token cache: the cross-replica lock", (
   });
 
   it("releases the lock at once when the holder's fetch fails", async () => {
-    const { replicas, get, waitForLock } = setup();
+    const { replicas, get } = setup();
     const [a, b] = replicas as [SharedTokenCache, SharedTokenCache];
     const failing = deferred<SharedToken>();
-    const fromA = get(a, () => failing.promise);
-    await waitForLock();
+    // Wait for the fetch itself, not only the lock: A re-reads Redis after taking the lock, and a
+    // rejection before anyone awaits `failing` would be an unhandled one.
+    const aFetching = deferred<void>();
+    const fromA = get(a, () => {
+      aFetching.resolve();
+      return failing.promise;
+    });
+    await aFetching.promise;
     let bFetches = 0;
     const fromB = get(b, async () => {
       bFetches++;
