@@ -111,11 +111,14 @@ function sidecarEnv({ emulator, certs, secretFile, port, adminPort }) {
   };
 }
 
-/** Spawn the proxy on `core`; stdout (the JSON log, access lines included) goes to /dev/null. */
+/**
+ * Spawn the proxy on `core`; stdout (the JSON log, access lines included) goes to /dev/null, or
+ * is appended to $BENCH_PROXY_STDOUT (to read a `--trace-gc` flag set's output, say).
+ */
 async function startProxy({ node, flagSet, core, control, adminPort, env = {}, args = [] }) {
   const { args: nodeArgs, env: flagEnv } = splitFlagSet(flagSet);
   const adminUrl = `http://127.0.0.1:${adminPort}`;
-  const devNull = openSync("/dev/null", "w");
+  const devNull = openSync(process.env.BENCH_PROXY_STDOUT ?? "/dev/null", "a");
   const spawnedAt = performance.now();
   const child = spawnPinned(core, node, [...nodeArgs, CLI, "run", ...args], {
     cwd: REPO_DIR,

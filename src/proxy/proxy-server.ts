@@ -17,12 +17,17 @@
  * the lenient parser is never enabled.
  */
 import { once } from "node:events";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { LimitsConfig, ListenSpec, ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
+import {
+  createServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "../net/node-http.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { TokenProvider } from "../token/types.js";

@@ -5,8 +5,9 @@
  * included; the connection is closed once the answer is written, as there is no parser left to
  * read a next request.
  */
-import { type IncomingMessage, ServerResponse } from "node:http";
+
 import type { Socket } from "node:net";
+import { type IncomingMessage, ServerResponse } from "../net/node-http.js";
 
 /** What Node keeps on a socket while one of its responses is being written. */
 type ServerSocket = Socket & { _httpMessage?: ServerResponse | null };
