@@ -1,2 +1,0 @@
-import{createRequire as __cr}from'node:module';const require=__cr(import.meta.url);
-var o="default",i="scripting-preview",r="2026-09-01.scripting.preview",s=Object.freeze({[o]:{tokenPath:"/iam/v1/oauth2/token",versionHeader:void 0},[i]:{tokenPath:"/oauth2/token",versionHeader:r},[r]:{tokenPath:"/oauth2/token",versionHeader:r}});function u(t,e){let n=s[t];if(n)return e?{...n,tokenPath:e}:n;if(e)return{tokenPath:e,versionHeader:t}}export{o as a,r as b,s as c,u as d};

@@ -1,2 +1,0 @@
-import{createRequire as __cr}from'node:module';const require=__cr(import.meta.url);
-import{c as a,d as b,e as c}from"./chunk-TU67DRKS.js";import"./chunk-KAQL3AAX.js";import"./chunk-2LVHD3MR.js";import"./chunk-PDMIB3LD.js";import"./chunk-442RJ5NQ.js";import"./chunk-POMJOO5W.js";import"./chunk-G76AJUXF.js";import"./chunk-4OFWU4TT.js";import"./chunk-FE26X6BP.js";import"./chunk-NVNJMJNU.js";export{a as announce,b as loadOrReport,c as runCommand};
