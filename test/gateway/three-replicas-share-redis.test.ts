@@ -6,7 +6,7 @@ import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulator } from "../../src/emulator/emulator.js";
 import type { Emulator } from "../../src/emulator/types.js";
-import { type ProxyProcess, startProxyProcess } from "../helpers/proxy-process.js";
+import { type ProxyProcess, startProxyProcesses } from "../helpers/proxy-process.js";
 import { type RedisServer, skipWithoutRedis, startRedisServer } from "../helpers/redis-server.js";
 
 const REPLICAS = 3;
@@ -45,7 +45,7 @@ upstreams:
     tls: { caFile: ${JSON.stringify(emulator.caFile)} }
     token: { prefetch: false, minAgeBeforeInvalidate: 100ms }
 `;
-    replicas = await Promise.all(Array.from({ length: REPLICAS }, () => startProxyProcess(config)));
+    replicas = await startProxyProcesses(REPLICAS, config);
     // Replicas in a Deployment are connected to Redis long before a burst: wait for that, so the
     // test is about the lock protocol rather than who wins a race with the first connect.
     for (const replica of replicas) await waitForRedisUp(replica.adminUrl);

@@ -19,6 +19,27 @@ export interface ProxyProcess {
   stop(): Promise<number | null>;
 }
 
+/**
+ * Starts `count` processes with the same config; if any fails to start, the others are stopped
+ * before the error is thrown (a bare `Promise.all` would leave them running).
+ */
+export async function startProxyProcesses(
+  count: number,
+  configYaml: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<ProxyProcess[]> {
+  const results = await Promise.allSettled(
+    Array.from({ length: count }, () => startProxyProcess(configYaml, env)),
+  );
+  const failed = results.find((r) => r.status === "rejected");
+  const started = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  if (failed) {
+    await Promise.all(started.map((p) => p.stop()));
+    throw failed.reason;
+  }
+  return started;
+}
+
 export async function startProxyProcess(
   configYaml: string,
   env: NodeJS.ProcessEnv = {},
@@ -33,7 +54,7 @@ export async function startProxyProcess(
   });
   let output = "";
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-  const ports = await new Promise<{ proxy: number; admin: number }>((resolvePorts, reject) => {
+  const portsPromise = new Promise<{ proxy: number; admin: number }>((resolvePorts, reject) => {
     const timer = setTimeout(() => reject(new Error(`proxy did not start:\n${output}`)), 20_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
@@ -49,6 +70,16 @@ export async function startProxyProcess(
     child.stderr?.on("data", onData);
     void exited.then((code) => reject(new Error(`proxy exited with ${code}:\n${output}`)));
   });
+  let ports: { proxy: number; admin: number };
+  try {
+    ports = await portsPromise;
+  } catch (error) {
+    // A start that failed or timed out must not leave its process (or its folder) behind.
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    await exited;
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
   return {
     child,
     proxyUrl: `http://127.0.0.1:${ports.proxy}`,
