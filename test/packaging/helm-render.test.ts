@@ -68,9 +68,11 @@ function renderObjects(valueFiles: string[], sets: string[] = []): K8sObject[] {
     .filter((o): o is K8sObject => o !== null);
 }
 
-const examples = ["gateway-values.yaml", "gateway-redis-values.yaml"].map((f) =>
-  join(CHART_DIR, "examples", f),
-);
+const examples = [
+  "gateway-values.yaml",
+  "gateway-redis-values.yaml",
+  "gateway-redis-sentinel-values.yaml",
+].map((f) => join(CHART_DIR, "examples", f));
 const exampleName = (path: string): string => path.split("/").pop() ?? path;
 const defaults = parse(readFileSync(join(CHART_DIR, "values.yaml"), "utf8")) as Values;
 const withSecret = "existingSecret=creds";
@@ -197,6 +199,69 @@ describe.skipIf(!helm)("helm render (helm binary found)", () => {
     const result = runHelm(["template", "rel", CHART_DIR, "--set", "mode=sidecar"]);
     expect(result.status).toBe(0);
     expect(parseAllDocuments(result.stdout).filter((d) => d.toJS() !== null)).toEqual([]);
+  });
+
+  describe("Redis Cluster and Sentinel", () => {
+    type Policy = { spec: { egress: { ports?: { port: number; protocol: string }[] }[] } };
+    const redisEgressPorts = (objects: K8sObject[]): number[] => {
+      const policy = objects.find((o) => o.kind === "NetworkPolicy") as unknown as Policy;
+      // The Redis rule is the egress rule that is neither DNS (53) nor the upstreams (443).
+      const rule = policy.spec.egress.find((r) =>
+        r.ports?.every((p) => p.port !== 53 && p.port !== 443),
+      );
+      return (rule?.ports ?? []).map((p) => p.port);
+    };
+
+    it("renders Sentinel: the config, the sentinels' password env and their ports", () => {
+      const file = join(CHART_DIR, "examples", "gateway-redis-sentinel-values.yaml");
+      const objects = renderObjects([file]);
+      expect(parse(configMapText(objects)).tokenCache.redis).toEqual({
+        sentinel: {
+          masterName: "mymaster",
+          nodes: [
+            "redis-node-0.redis-headless.egress.svc:26379",
+            "redis-node-1.redis-headless.egress.svc:26379",
+            "redis-node-2.redis-headless.egress.svc:26379",
+          ],
+          password: "${REDIS_PASSWORD}",
+          sentinelPassword: "${REDIS_SENTINEL_PASSWORD}",
+        },
+        keyPrefix: "bearer-proxy:egress:",
+      });
+      const env = (podSpecOf(objects).spec.containers[0] as unknown as { env: Values[] }).env;
+      expect(env.map((e) => e.name)).toEqual(["REDIS_PASSWORD", "REDIS_SENTINEL_PASSWORD"]);
+      expect(redisEgressPorts(objects)).toEqual([26379, 6379]);
+    });
+
+    it("renders Redis Cluster seeds into the config and their ports into the NetworkPolicy", () => {
+      const objects = renderObjects(
+        [],
+        [
+          withSecret,
+          "redis.enabled=true",
+          "redis.clusterNodes={redis://a.egress.svc:7000,redis://b.egress.svc:7001,redis://c.egress.svc:7000}",
+          "networkPolicy.enabled=true",
+        ],
+      );
+      expect(parse(configMapText(objects)).tokenCache.redis).toEqual({
+        clusterNodes: [
+          "redis://a.egress.svc:7000",
+          "redis://b.egress.svc:7001",
+          "redis://c.egress.svc:7000",
+        ],
+      });
+      expect(redisEgressPorts(objects)).toEqual([7000, 7001]);
+    });
+
+    it.each([
+      [["redis.url=redis://r:6379", "redis.clusterNodes={redis://a:7000}"], /exactly one of/],
+      [["redis.sentinel.masterName=m"], /redis.sentinel.nodes/],
+    ])("refuses %j", (sets, message) => {
+      const all = [withSecret, "redis.enabled=true", ...sets];
+      const result = runHelm(["template", "rel", CHART_DIR, ...all.flatMap((s) => ["--set", s])]);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toMatch(message);
+    });
   });
 
   it.each([

@@ -83,8 +83,12 @@ describe("values.schema.json", () => {
     expect(formatErrors(validateValues(values))).toBe("");
   });
 
-  it("finds the two example values files the guides refer to", () => {
-    expect(exampleFiles.sort()).toEqual(["gateway-redis-values.yaml", "gateway-values.yaml"]);
+  it("finds the example values files the guides refer to", () => {
+    expect(exampleFiles.sort()).toEqual([
+      "gateway-redis-sentinel-values.yaml",
+      "gateway-redis-values.yaml",
+      "gateway-values.yaml",
+    ]);
   });
 });
 
@@ -138,9 +142,9 @@ describe("values.schema.json rejects bad values", () => {
       /\/config\/tokenCache must NOT have additional properties/,
     ],
     [
-      "redis enabled without a URL",
+      "redis enabled without a URL, cluster nodes or a Sentinel master",
       { redis: { enabled: true } },
-      /\/redis\/url must NOT have fewer than 1 characters/,
+      /\/redis must match a schema in anyOf/,
     ],
     [
       "a Redis URL that is not redis://",

@@ -133,6 +133,16 @@ export function renderChartConfig(values: Values): Values {
     redis: {
       enabled: boolean;
       url: string;
+      clusterNodes: string[];
+      sentinel: {
+        masterName: string;
+        nodes: string[];
+        username: string;
+        sentinelUsername: string;
+        tls: boolean;
+        sentinelPasswordSecret: { name: string };
+      };
+      passwordSecret: { name: string };
       keyPrefix?: string;
       lockTtl?: string;
       commandTimeout?: string;
@@ -146,7 +156,19 @@ export function renderChartConfig(values: Values): Values {
     timeout: `${v.shutdown.timeoutSeconds}s`,
   };
   if (v.redis.enabled) {
-    const redis: Values = { url: v.redis.url };
+    const redis: Values = {};
+    if (v.redis.url) redis.url = v.redis.url;
+    if (v.redis.clusterNodes.length > 0) redis.clusterNodes = v.redis.clusterNodes;
+    const sentinel = v.redis.sentinel;
+    if (sentinel.masterName) {
+      const s: Values = { masterName: sentinel.masterName, nodes: sentinel.nodes };
+      if (sentinel.username) s.username = sentinel.username;
+      if (v.redis.passwordSecret.name) s.password = "${REDIS_PASSWORD}";
+      if (sentinel.sentinelUsername) s.sentinelUsername = sentinel.sentinelUsername;
+      if (sentinel.sentinelPasswordSecret.name) s.sentinelPassword = "${REDIS_SENTINEL_PASSWORD}";
+      if (sentinel.tls) s.tls = true;
+      redis.sentinel = s;
+    }
     if (v.redis.keyPrefix) redis.keyPrefix = v.redis.keyPrefix;
     if (v.redis.lockTtl) redis.lockTtl = v.redis.lockTtl;
     if (v.redis.commandTimeout) redis.commandTimeout = v.redis.commandTimeout;

@@ -6,7 +6,8 @@ It is `.Values.config` plus what the chart owns, so each number lives in one pla
   admin     0.0.0.0:<containerPorts.admin>   (the kubelet probes the pod IP)
   shutdown  drainDelay/timeout from shutdown.drainDelaySeconds/timeoutSeconds, which also
             size terminationGracePeriodSeconds
-  tokenCache.redis  from redis.* when redis.enabled
+  tokenCache.redis  from redis.* when redis.enabled (url, clusterNodes or sentinel; the
+                    sentinel's passwords as ${REDIS_PASSWORD} / ${REDIS_SENTINEL_PASSWORD})
 values.schema.json rejects those keys inside `config`.
 */}}
 {{- define "bearer-proxy.config" -}}
@@ -15,7 +16,19 @@ values.schema.json rejects those keys inside `config`.
 {{- $_ = set $cfg "admin" (dict "host" "0.0.0.0" "port" (int .Values.containerPorts.admin)) -}}
 {{- $_ = set $cfg "shutdown" (dict "drainDelay" (printf "%ds" (int .Values.shutdown.drainDelaySeconds)) "timeout" (printf "%ds" (int .Values.shutdown.timeoutSeconds))) -}}
 {{- if .Values.redis.enabled -}}
-{{- $redis := dict "url" .Values.redis.url -}}
+{{- $r := .Values.redis -}}
+{{- $redis := dict -}}
+{{- with $r.url }}{{ $_ = set $redis "url" . }}{{ end -}}
+{{- with $r.clusterNodes }}{{ $_ = set $redis "clusterNodes" . }}{{ end -}}
+{{- if $r.sentinel.masterName -}}
+{{- $s := dict "masterName" $r.sentinel.masterName "nodes" $r.sentinel.nodes -}}
+{{- with $r.sentinel.username }}{{ $_ = set $s "username" . }}{{ end -}}
+{{- if $r.passwordSecret.name }}{{ $_ = set $s "password" "${REDIS_PASSWORD}" }}{{ end -}}
+{{- with $r.sentinel.sentinelUsername }}{{ $_ = set $s "sentinelUsername" . }}{{ end -}}
+{{- if $r.sentinel.sentinelPasswordSecret.name }}{{ $_ = set $s "sentinelPassword" "${REDIS_SENTINEL_PASSWORD}" }}{{ end -}}
+{{- if $r.sentinel.tls }}{{ $_ = set $s "tls" true }}{{ end -}}
+{{- $_ = set $redis "sentinel" $s -}}
+{{- end -}}
 {{- with .Values.redis.keyPrefix }}{{ $_ = set $redis "keyPrefix" . }}{{ end -}}
 {{- with .Values.redis.lockTtl }}{{ $_ = set $redis "lockTtl" . }}{{ end -}}
 {{- with .Values.redis.commandTimeout }}{{ $_ = set $redis "commandTimeout" . }}{{ end -}}

@@ -88,13 +88,27 @@ kubelet's SIGKILL never cuts the drain short.
 {{- end -}}
 
 {{/*
-Port of the Redis server named in redis.url (default 6379). Parsed with a regex rather than
-urlParse because the URL may hold `${REDIS_PASSWORD}`, which Go's URL parser rejects.
+Ports bearer-proxy connects to on Redis, comma-separated and deduplicated: redis.url's, each
+clusterNodes URL's (default 6379), or each sentinel's (default 26379) plus sentinel.dataPort.
+Parsed with a regex rather than urlParse because a URL may hold `${REDIS_PASSWORD}`, which Go's
+URL parser rejects.
 */}}
-{{- define "bearer-proxy.redisPort" -}}
-{{- $hostport := regexReplaceAll "^rediss?://([^@/]*@)?([^/?#]*).*$" .Values.redis.url "${2}" -}}
-{{- $port := regexFind ":[0-9]+$" $hostport | trimPrefix ":" -}}
-{{- default "6379" $port -}}
+{{- define "bearer-proxy.redisPorts" -}}
+{{- $r := .Values.redis -}}
+{{- $ports := list -}}
+{{- $urls := $r.clusterNodes | default list -}}
+{{- if $r.url }}{{ $urls = append $urls $r.url }}{{ end -}}
+{{- range $urls -}}
+{{- $hostport := regexReplaceAll "^rediss?://([^@/]*@)?([^/?#]*).*$" . "${2}" -}}
+{{- $ports = append $ports (default "6379" (regexFind ":[0-9]+$" $hostport | trimPrefix ":")) -}}
+{{- end -}}
+{{- if $r.sentinel.masterName -}}
+{{- range $r.sentinel.nodes -}}
+{{- $ports = append $ports (default "26379" (regexFind ":[0-9]+$" . | trimPrefix ":")) -}}
+{{- end -}}
+{{- $ports = append $ports (toString $r.sentinel.dataPort) -}}
+{{- end -}}
+{{- $ports | uniq | join "," -}}
 {{- end -}}
 
 {{/*
@@ -104,7 +118,16 @@ Fail early on values that would deploy a pod that cannot start.
 {{- if and (not .Values.existingConfigMap) (not .Values.existingSecret) (contains .Values.secretMountPath (toYaml .Values.config)) -}}
 {{- fail (printf "config refers to files under %s: set existingSecret to the Secret that holds them" .Values.secretMountPath) -}}
 {{- end -}}
-{{- if and .Values.redis.enabled (not .Values.redis.url) -}}
-{{- fail "redis.enabled is true: set redis.url (redis:// or rediss://)" -}}
+{{- if .Values.redis.enabled -}}
+{{- $forms := 0 -}}
+{{- if .Values.redis.url }}{{ $forms = add1 $forms }}{{ end -}}
+{{- if .Values.redis.clusterNodes }}{{ $forms = add1 $forms }}{{ end -}}
+{{- if .Values.redis.sentinel.masterName }}{{ $forms = add1 $forms }}{{ end -}}
+{{- if ne (int $forms) 1 -}}
+{{- fail (printf "redis.enabled is true: set exactly one of redis.url (one Redis), redis.clusterNodes (Redis Cluster) and redis.sentinel.masterName (Sentinel); found %d" (int $forms)) -}}
+{{- end -}}
+{{- if and .Values.redis.sentinel.masterName (not .Values.redis.sentinel.nodes) -}}
+{{- fail "redis.sentinel.masterName is set: list the sentinels in redis.sentinel.nodes (host:port)" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
