@@ -223,8 +223,10 @@ describe.skipIf(!helm)("helm render (helm binary found)", () => {
             "redis-node-1.redis-headless.egress.svc:26379",
             "redis-node-2.redis-headless.egress.svc:26379",
           ],
+          // biome-ignore-start lint/suspicious/noTemplateCurlyInString: ${VAR} is bearer-proxy's interpolation, written literally by the chart
           password: "${REDIS_PASSWORD}",
           sentinelPassword: "${REDIS_SENTINEL_PASSWORD}",
+          // biome-ignore-end lint/suspicious/noTemplateCurlyInString: see above
         },
         keyPrefix: "bearer-proxy:egress:",
       });

@@ -163,9 +163,11 @@ export function renderChartConfig(values: Values): Values {
     if (sentinel.masterName) {
       const s: Values = { masterName: sentinel.masterName, nodes: sentinel.nodes };
       if (sentinel.username) s.username = sentinel.username;
+      // biome-ignore-start lint/suspicious/noTemplateCurlyInString: ${VAR} is bearer-proxy's interpolation, written literally by the chart
       if (v.redis.passwordSecret.name) s.password = "${REDIS_PASSWORD}";
       if (sentinel.sentinelUsername) s.sentinelUsername = sentinel.sentinelUsername;
       if (sentinel.sentinelPasswordSecret.name) s.sentinelPassword = "${REDIS_SENTINEL_PASSWORD}";
+      // biome-ignore-end lint/suspicious/noTemplateCurlyInString: see above
       if (sentinel.tls) s.tls = true;
       redis.sentinel = s;
     }
