@@ -82,7 +82,7 @@ function nodeVersion(path) {
 }
 
 /** "--flag --flag NAME=value" → node arguments and environment. */
-function splitFlagSet(text) {
+export function splitFlagSet(text) {
   const words = text.split(/\s+/).filter(Boolean);
   const env = Object.fromEntries(
     words.filter((w) => /^[A-Z_][A-Z0-9_]*=/.test(w)).map((w) => w.split(/=(.*)/s).slice(0, 2)),
@@ -101,7 +101,7 @@ function cpuSecondsOf(pid) {
 }
 
 /** The sidecar's environment: one credential, a local token endpoint, no file. */
-function sidecarEnv({ emulator, certs, secretFile, port, adminPort }) {
+export function sidecarEnv({ emulator, certs, secretFile, port, adminPort }) {
   return {
     BEARER_PROXY_BASE_URL: emulator.url,
     BEARER_PROXY_CLIENT_ID: "demo-client",

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { sidecarEnv, splitFlagSet } from "./footprint.mjs";
 import { startEmulatorProcess } from "./lib/bearer-proxy.mjs";
 import { createBenchCertificates } from "./lib/certs.mjs";
 import { findFreePort } from "./lib/competitors.mjs";
@@ -42,17 +43,6 @@ export async function rssByMapping(pid) {
   return groups;
 }
 
-function split(flagSet) {
-  const args = [];
-  const env = {};
-  for (const word of flagSet.split(/\s+/).filter(Boolean)) {
-    const assignment = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(word);
-    if (assignment) env[assignment[1]] = assignment[2];
-    else args.push(word);
-  }
-  return { args, env };
-}
-
 async function main() {
   const { values } = parseArgs({
     options: {
@@ -70,7 +60,7 @@ async function main() {
   try {
     for (const variant of values.variant) {
       const [name, flagSet = ""] = variant.split(/=(.*)/s);
-      const { args, env } = split(flagSet);
+      const { args, env } = splitFlagSet(flagSet);
       const [port, adminPort] = [await findFreePort(), await findFreePort()];
       // A preload prints V8's heap spaces on SIGUSR2, without touching the program under test.
       const preload = join(dir, "heap-spaces.mjs");
@@ -84,12 +74,7 @@ async function main() {
           ...process.env,
           ...env,
           NODE_OPTIONS: "",
-          BEARER_PROXY_BASE_URL: emulator.url,
-          BEARER_PROXY_CLIENT_ID: "demo-client",
-          BEARER_PROXY_CLIENT_SECRET_FILE: secretFile,
-          BEARER_PROXY_CA_FILE: certs.caFile,
-          BEARER_PROXY_LISTEN: `127.0.0.1:${port}`,
-          BEARER_PROXY_ADMIN_LISTEN: `127.0.0.1:${adminPort}`,
+          ...sidecarEnv({ emulator, certs, secretFile, port, adminPort }),
         },
         stdio: ["ignore", "ignore", "pipe"],
       });

@@ -10,36 +10,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmulator } from "../../src/emulator/emulator.js";
-import type { Emulator } from "../../src/emulator/types.js";
-import { type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
-import { startProxyProcess } from "../helpers/proxy-process.js";
-import { createTestPki } from "../helpers/tls.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { startHostileWorld } from "../hostile/support/hostile-world.js";
 
 const BUNDLED_UNDICI = "internal/deps/undici/undici";
 
 describe("node:http on the run path", () => {
-  let dir: string;
-  let emulator: Emulator;
-  let upstream: FakeUpstream;
-
-  beforeAll(async () => {
-    const pki = await createTestPki();
-    dir = mkdtempSync(join(tmpdir(), "bp-node-http-"));
-    writeFileSync(join(dir, "ca.pem"), pki.caPem);
-    emulator = await startEmulator({
-      host: "127.0.0.1",
-      port: 0,
-      tls: { certPem: pki.good.certPem, keyPem: pki.good.keyPem, caPem: pki.caPem },
-    });
-    upstream = await startFakeUpstream({ cert: pki.good });
-  });
-  afterAll(async () => {
-    await upstream?.close();
-    await emulator?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const dir = mkdtempSync(join(tmpdir(), "bp-node-http-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it("never loads Node's bundled undici (start-up, token, one forwarded request)", async () => {
     const listFile = join(dir, "modules.json");
@@ -50,33 +28,20 @@ describe("node:http on the run path", () => {
 process.on("exit", () => writeFileSync(${JSON.stringify(listFile)}, JSON.stringify(process.moduleLoadList)));
 `,
     );
-    const config = {
-      listen: { host: "127.0.0.1", port: 0 },
-      admin: { host: "127.0.0.1", port: 0 },
-      shutdown: { drainDelay: "0s", timeout: "1s" },
-      upstreams: [
-        {
-          name: "api",
-          baseUrl: upstream.origin,
-          tokenUrl: `${emulator.url}/iam/v1/oauth2/token`,
-          clientId: "demo-client",
-          clientSecret: "demo-secret",
-          tls: { caFile: join(dir, "ca.pem") },
-        },
-      ],
-    };
-    const proxy = await startProxyProcess(JSON.stringify(config), {
-      NODE_OPTIONS: `--import=${pathToFileURL(preload).href}`,
+    // The hostile tests' world: the real CLI, the emulator as token endpoint, a fake upstream.
+    const world = await startHostileWorld({
+      env: { NODE_OPTIONS: `--import=${pathToFileURL(preload).href}` },
     });
     try {
-      const answer = await request(`${proxy.proxyUrl}/echo/hello`);
+      const answer = await request(`${world.proxy.proxyUrl}/echo/hello`);
       await answer.body.dump();
       expect(answer.statusCode).toBe(200);
-      const ready = await request(`${proxy.adminUrl}/readyz`);
+      const ready = await request(`${world.proxy.adminUrl}/readyz`);
       await ready.body.dump();
       expect(ready.statusCode).toBe(200);
+      expect(await world.proxy.stop()).toBe(0);
     } finally {
-      expect(await proxy.stop()).toBe(0);
+      await world.close();
     }
     const loaded = JSON.parse(readFileSync(listFile, "utf8")) as string[];
     // The list is real: node:http's own internals are in it.

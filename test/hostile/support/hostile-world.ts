@@ -22,6 +22,8 @@ export interface HostileWorldOptions {
   upstream?: Record<string, unknown>;
   /** Replaces the fake upstream's default routes (see fake-upstreams.ts). */
   handler?: (req: IncomingMessage, res: ServerResponse) => void;
+  /** Extra environment of the proxy process (e.g. NODE_OPTIONS). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface HostileWorld {
@@ -75,7 +77,7 @@ export async function startHostileWorld(options: HostileWorldOptions = {}): Prom
   };
   let proxy: ProxyProcess;
   try {
-    proxy = await startProxyProcess(JSON.stringify(config));
+    proxy = await startProxyProcess(JSON.stringify(config), options.env);
   } catch (error) {
     await upstream.close();
     await emulator.close();
