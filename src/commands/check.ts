@@ -134,8 +134,9 @@ async function checkUpstream(args: CheckArgs, upstream: UpstreamConfig): Promise
         hint: tokenHint(result.error, upstream),
       });
       // What a provider that does not answer RFC 6749 errors said (scrubbed: error-excerpt.ts).
-      const excerpt = bodyExcerptOf(result.error);
-      if (excerpt !== undefined) args.stdout.write(scrub(`           body: ${excerpt}\n`));
+      if (result.excerpt !== undefined) {
+        args.stdout.write(scrub(`           body: ${result.excerpt}\n`));
+      }
     }
   }
 
@@ -235,13 +236,6 @@ function tokenHint(error: unknown, upstream: UpstreamConfig): string | undefined
   if (status !== undefined && status >= 500)
     return "the token endpoint failed on its side: try again later or ask its operators";
   return undefined;
-}
-
-/** The scrubbed excerpt of a non-RFC 6749 error body, if the failure carries one. */
-function bodyExcerptOf(error: unknown): string | undefined {
-  if (!(error instanceof BearerProxyError)) return undefined;
-  const excerpt = error.details?.bodyExcerpt;
-  return typeof excerpt === "string" ? excerpt : undefined;
 }
 
 /** Failures of the client-auth step itself, before anything was sent. */

@@ -28,6 +28,11 @@ export async function runToken(args: TokenArgs): Promise<number> {
   const result = await fetchToken(args.config, upstream);
   if (!result.ok) {
     args.stderr.write(`bearer-proxy token: upstream ${upstream.name}: ${result.message}\n`);
+    // A provider that does not answer RFC 6749 errors (Apigee, Twitch, Graph, reddit) is only
+    // diagnosable by what it said; this is the first command run with a bad secret.
+    if (result.excerpt !== undefined) {
+      args.stderr.write(`bearer-proxy token: upstream ${upstream.name}: body: ${result.excerpt}\n`);
+    }
     return 1;
   }
   args.stdout.write(`${result.token.accessToken}\n`);
@@ -64,7 +69,14 @@ export function selectUpstreams(
 
 export type TokenFetchResult = (
   | { ok: true; token: TokenResponse; durationMs: number }
-  | { ok: false; error: unknown; message: string; durationMs: number }
+  | {
+      ok: false;
+      error: unknown;
+      message: string;
+      /** What the endpoint answered when it was no RFC 6749 error, scrubbed (error-excerpt.ts). */
+      excerpt?: string | undefined;
+      durationMs: number;
+    }
 ) & {
   /** How the client authenticated (secret-free; empty when it failed before that). */
   clientAuthFacts: readonly string[];
@@ -107,7 +119,8 @@ export async function fetchToken(
     return { ok: true, token, durationMs: elapsed(), clientAuthFacts };
   } catch (error) {
     const message = safeMessage(error, secret);
-    return { ok: false, error, message, durationMs: elapsed(), clientAuthFacts };
+    const excerpt = bodyExcerptOf(error, secret);
+    return { ok: false, error, message, excerpt, durationMs: elapsed(), clientAuthFacts };
   } finally {
     reader.close();
     await dispatcher?.close().catch(() => {});
@@ -119,4 +132,15 @@ export function safeMessage(error: unknown, secret: string | undefined): string 
   const text =
     error instanceof BearerProxyError || error instanceof Error ? error.message : String(error);
   return secret && secret.length > 0 ? text.split(secret).join("[redacted]") : text;
+}
+
+/**
+ * The excerpt of a non-RFC 6749 error body the token engine attached (`details.bodyExcerpt`, the
+ * one /status shows), if the failure carries one. It is scrubbed already; the secret is cut once
+ * more so a change there cannot make a command print it.
+ */
+function bodyExcerptOf(error: unknown, secret: string | undefined): string | undefined {
+  if (!(error instanceof BearerProxyError)) return undefined;
+  const excerpt = error.details?.bodyExcerpt;
+  return typeof excerpt === "string" ? safeMessage(excerpt, secret) : undefined;
 }

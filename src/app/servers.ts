@@ -1,0 +1,97 @@
+/** The proxy listener(s), one per listen address, and the admin server. */
+import type { FastifyInstance } from "fastify";
+import { createAdminServer } from "../admin/admin-server.js";
+import type { LastReload } from "../admin/status-report.js";
+import type { ListenSpec, ProxyConfig } from "../config/types.js";
+import type { Lifecycle } from "../lifecycle.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import { createProxyServer, type ProxyServer } from "../proxy/proxy-server.js";
+import { groupUpstreamsByListener } from "../proxy/router.js";
+import { VERSION } from "../version.js";
+import type { Generation, LiveGeneration } from "./generation.js";
+import type { TokenSources } from "./token-sources.js";
+
+interface ServerDeps {
+  lifecycle: Lifecycle;
+  metrics: Metrics;
+  logger: Logger;
+}
+
+export interface ProxyServers {
+  servers: ProxyServer[];
+  /**
+   * Route every listener by `next` (the listeners themselves stay: changing them needs a
+   * restart); a listener `next` gives no upstreams answers 404.
+   */
+  route(next: Generation): void;
+  /** Requests still running on replaced routings, over all listeners. */
+  retiredInFlight(): number;
+}
+
+const listenerKey = (listen: ListenSpec) => `${listen.host}:${listen.port}`;
+
+export function buildProxyServers(
+  config: ProxyConfig,
+  first: Generation,
+  deps: ServerDeps,
+): ProxyServers {
+  const groups = groupUpstreamsByListener(config).filter(
+    (group) => group.upstreams.length > 0 || group.main,
+  );
+  const servers = groups.map((group) =>
+    createProxyServer({
+      config,
+      listen: group.listen,
+      ...first.routingFor(group.upstreams),
+      metrics: deps.metrics,
+      logger: deps.logger,
+      lifecycle: deps.lifecycle,
+    }),
+  );
+  return {
+    servers,
+    route(next) {
+      const nextGroups = new Map(
+        groupUpstreamsByListener(next.config).map((group) => [
+          listenerKey(group.listen),
+          group.upstreams,
+        ]),
+      );
+      groups.forEach((group, index) => {
+        const upstreams = nextGroups.get(listenerKey(group.listen)) ?? [];
+        servers[index]!.replaceRouting(next.routingFor(upstreams), next.config.limits);
+      });
+    },
+    retiredInFlight: () => servers.reduce((sum, proxy) => sum + proxy.retiredInFlight(), 0),
+  };
+}
+
+export function buildAdminServer(
+  config: ProxyConfig,
+  live: LiveGeneration,
+  deps: ServerDeps & {
+    sources: TokenSources;
+    lastReload: () => LastReload | undefined;
+    onQuit: (() => void) | undefined;
+  },
+): FastifyInstance {
+  const { sharedCache } = deps.sources;
+  return createAdminServer({
+    config,
+    upstreamNames: config.upstreams.map((u) => u.name),
+    upstreams: config.upstreams,
+    currentUpstreams: () => live.generation.config.upstreams,
+    tokenStatus: (name: string) => live.generation.tokens.forUpstream(name).status(),
+    tokenMode: (name: string) => live.generation.tokens.modeOf(name),
+    lastReload: deps.lastReload,
+    currentReadiness: () => live.generation.config.readiness,
+    lifecycle: deps.lifecycle,
+    metrics: deps.metrics,
+    logger: deps.logger,
+    onQuit: deps.onQuit ?? (() => {}),
+    ...(sharedCache ? { sharedCacheState: () => sharedCache.state() } : {}),
+    startedAtWallMs: Date.now(),
+    version: VERSION,
+  });
+}

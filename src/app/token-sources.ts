@@ -1,0 +1,46 @@
+/**
+ * What every generation's token registry draws on for the app's whole life: the dispatcher pool
+ * and, when `tokenCache.redis` is set, the Redis-shared token cache.
+ */
+import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
+import { createDispatcherPool, type DispatcherPool } from "../net/dispatcher-pool.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import { systemClock } from "../token/clock.js";
+import { createRedisTokenCache } from "../token/redis-token-cache.js";
+import type { SharedTokenCache } from "../token/redis-types.js";
+import { createSharedTokenSourceFactory } from "../token/shared-token-source.js";
+import { createTokenRegistry, type TokenRegistry } from "../token/token-registry.js";
+
+export interface TokenSources {
+  /** One pool for the app's life: a reload gets the dispatchers of unchanged settings back. */
+  pool: DispatcherPool;
+  sharedCache: SharedTokenCache | undefined;
+  /** A configuration's token registry, adopting the sources of unchanged credentials. */
+  tokensFor(config: ProxyConfig, adoptFrom?: TokenRegistry): TokenRegistry;
+}
+
+export function buildTokenSources(
+  config: ProxyConfig,
+  deps: { logger: Logger; metrics: Metrics },
+): TokenSources {
+  const { logger, metrics } = deps;
+  const pool = createDispatcherPool(config);
+  const sharedCache = config.tokenCache.redis
+    ? createRedisTokenCache({ config: config.tokenCache.redis, logger, metrics })
+    : undefined;
+  const tokensFor = (next: ProxyConfig, adoptFrom?: TokenRegistry): TokenRegistry =>
+    createTokenRegistry({
+      upstreams: next.upstreams,
+      maxSources: next.tokenCache.maxSources,
+      eagerLimit: next.tokenCache.eagerLimit,
+      // The token endpoint may be another host with its own TLS settings (UpstreamConfig.token.tls).
+      dispatcherFor: (upstream: UpstreamConfig) => pool.forTokenEndpoint(upstream),
+      clock: systemClock,
+      logger,
+      metrics,
+      ...(sharedCache ? { createSource: createSharedTokenSourceFactory(sharedCache) } : {}),
+      adoptFrom,
+    });
+  return { pool, sharedCache, tokensFor };
+}
