@@ -15,13 +15,19 @@
 export const PROXY_ERROR_STATUS = {
   bad_request: 400,
   host_not_allowed: 403,
+  /** A caller (or address) that no rule of the upstream's `allow` list admits. */
+  caller_not_allowed: 403,
   no_route: 404,
   method_not_allowed: 405,
+  /** No or an invalid `Proxy-Authorization` on a route whose `allow` names callers. */
+  caller_unauthenticated: 407,
   request_timeout: 408,
   payload_too_large: 413,
   uri_too_long: 414,
   /** An `Expect` other than `100-continue` (RFC 9110 §10.1.1). */
   expectation_failed: 417,
+  /** Too many failed `Proxy-Authorization` attempts from this address lately. */
+  caller_throttled: 429,
   header_fields_too_large: 431,
   not_implemented: 501,
   /** An `Upgrade: websocket` the upstream's `upgrades` list does not allow. */
@@ -39,6 +45,8 @@ export const PROXY_ERROR_STATUS = {
   upstream_busy: 503,
   /** The process is handling `limits.maxInFlight` requests already. */
   overloaded: 503,
+  /** The process holds `limits.maxUpgrades` upgraded (WebSocket) connections already. */
+  too_many_upgrades: 503,
   upstream_timeout: 504,
   internal_error: 500,
 } as const;

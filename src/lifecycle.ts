@@ -14,6 +14,8 @@ export interface Lifecycle {
   readonly started: boolean;
   /** Requests in flight over every proxy listener, and refusals over `limits.maxInFlight`. */
   readonly load: ProcessLoad;
+  /** Upgraded connections (and upgrades awaiting their 101) over every listener (`limits.maxUpgrades`). */
+  readonly upgrades: ProcessLoad;
   markStarted(): void;
   markRunning(): void;
   markDraining(): void;
@@ -25,8 +27,10 @@ export function createLifecycle(): Lifecycle {
   let phase: LifecyclePhase = "starting";
   let started = false;
   const load = createProcessLoad();
+  const upgrades = createProcessLoad();
   return {
     load,
+    upgrades,
     get phase() {
       return phase;
     },

@@ -41,8 +41,8 @@ export const STATUS_PAGE_CSP =
 
 const READINESS_REASONS: Readonly<Record<string, string>> = {
   config: "set in the config",
-  "one-client": "default for one client",
-  "several-clients": "default for several clients",
+  "one-client": "default for one credential",
+  "several-clients": "default for several credentials",
 };
 
 /** Render the whole document: header, search form, then the live part. */

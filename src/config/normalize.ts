@@ -11,6 +11,8 @@ import { normalizeSentinel } from "./redis-topology.js";
 import type { ConfigFile, UpstreamConfigFile } from "./schema.js";
 import { DEFAULT_ACCEPT_TOKEN_TYPES } from "./token-types.js";
 import type {
+  AllowRule,
+  CallersConfig,
   ListenSpec,
   ProxyConfig,
   SecretSource,
@@ -39,9 +41,11 @@ export const DEFAULTS = {
     minResponseRate: 240,
     minDataRateGrace: "5s",
     maxInFlight: 4096,
+    maxUpgrades: 1024,
     sustainedOverload: "10s",
   },
   shutdown: { drainDelay: "5s", timeout: "30s" },
+  callers: { kubernetes: { audiences: ["bearer-proxy"] as readonly string[] } },
   tokenCache: {
     maxSources: 20_000,
     eagerLimit: 100,
@@ -143,6 +147,7 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
       minResponseRate: limits.minResponseRate ?? D.limits.minResponseRate,
       minDataRateGraceMs: parseDurationMs(limits.minDataRateGrace ?? D.limits.minDataRateGrace),
       maxInFlight: limits.maxInFlight ?? D.limits.maxInFlight,
+      maxUpgrades: limits.maxUpgrades ?? D.limits.maxUpgrades,
       sustainedOverloadMs: parseDurationMs(limits.sustainedOverload ?? D.limits.sustainedOverload),
     },
     shutdown: {
@@ -164,7 +169,27 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
       eagerLimit: cache.eagerLimit ?? D.tokenCache.eagerLimit,
     },
     readiness: readinessConfig(file.readiness?.requireTokens, upstreams),
+    callers: callersConfig(file.callers, ctx),
     upstreams,
+  };
+}
+
+function callersConfig(given: ConfigFile["callers"], ctx: PathContext): CallersConfig {
+  const basic = given?.basic;
+  const k8s = given?.kubernetes;
+  const file = (path: IssuePath, value: string | undefined) =>
+    value === undefined ? undefined : resolveFilePath(path, value, ctx);
+  return {
+    basic: basic && {
+      usersFile: resolveFilePath(["callers", "basic", "usersFile"], basic.usersFile, ctx),
+    },
+    kubernetes: k8s && {
+      issuer: k8s.issuer,
+      audiences: [...(k8s.audiences ?? DEFAULTS.callers.kubernetes.audiences)],
+      jwksFile: file(["callers", "kubernetes", "jwksFile"], k8s.jwksFile),
+      jwksUri: k8s.jwksUri,
+      caFile: file(["callers", "kubernetes", "caFile"], k8s.caFile),
+    },
   };
 }
 
@@ -253,6 +278,7 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
       u.maxRequestBodySize === undefined ? undefined : parseByteSize(u.maxRequestBodySize),
     upgrades: (u.upgrades ?? D.upgrades).map((name) => name.toLowerCase()),
     http2: u.http2 ?? D.http2,
+    allow: u.allow?.map((rule) => ({ ...rule }) as AllowRule),
   };
 }
 

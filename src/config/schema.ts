@@ -139,6 +139,60 @@ export const Timeouts = T.Object(
   { additionalProperties: false },
 );
 
+/** One `allow` rule: exactly one of its keys. */
+export const AllowRule = T.Object(
+  {
+    /** The TCP peer's address is in this block (`10.12.0.0/16`, `fd00::/8`, or one address). */
+    cidr: T.Optional(T.String({ minLength: 1 })),
+    /** A `callers.basic` user. */
+    user: T.Optional(T.String({ minLength: 1, pattern: "^[^:\\s]+$" })),
+    /** A Kubernetes service account, `namespace/name`; the name may be `*`. */
+    serviceAccount: T.Optional(
+      T.String({ pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?/(\\*|[a-z0-9]([-.a-z0-9]*[a-z0-9])?)$" }),
+    ),
+    /** Every service account of this namespace (= `serviceAccount: <namespace>/*`). */
+    namespace: T.Optional(T.String({ pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" })),
+  },
+  { additionalProperties: false, minProperties: 1, maxProperties: 1 },
+);
+
+/** How callers prove who they are (`Proxy-Authorization`), for upstreams' `allow` rules. */
+export const Callers = T.Object(
+  {
+    /** `Proxy-Authorization: Basic` users (what `http_proxy=http://user:pass@host` sends). */
+    basic: T.Optional(
+      T.Object(
+        {
+          /** htpasswd file of bcrypt hashes (`htpasswd -B`: $2y$, $2a$, $2b$); re-read when it changes. */
+          usersFile: T.String({ minLength: 1 }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    /** `Proxy-Authorization: Bearer` Kubernetes (projected) service-account tokens. */
+    kubernetes: T.Optional(
+      T.Object(
+        {
+          /** The tokens' `iss` must equal this (the cluster's service-account issuer). */
+          issuer: T.String({ minLength: 1 }),
+          /** `aud` must contain one of these. Default ["bearer-proxy"]. */
+          audiences: T.Optional(
+            T.Array(T.String({ minLength: 1 }), { minItems: 1, uniqueItems: true }),
+          ),
+          /** The cluster's JWKS as a file (re-read when it changes); exactly one of jwksFile and jwksUri. */
+          jwksFile: T.Optional(T.String({ minLength: 1 })),
+          /** The cluster's JWKS URL (https; e.g. https://kubernetes.default.svc/openid/v1/jwks); refetched on an unknown `kid`. */
+          jwksUri: T.Optional(T.String({ pattern: "^https://" })),
+          /** CA bundle (PEM) that `jwksUri` is checked against, on top of the system CAs. */
+          caFile: T.Optional(T.String({ minLength: 1 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const Upstream = T.Object(
   {
     /** Name used in logs, metrics and errors: lowercase letters, digits and dashes. */
@@ -274,6 +328,11 @@ export const Upstream = T.Object(
      */
     http2: T.Optional(T.Boolean()),
     token: T.Optional(TokenSettings),
+    /**
+     * Who may use this upstream (and so its credential); the rules are ORed. Absent: anyone who
+     * reaches the listener. A caller identifies with `Proxy-Authorization` (see `callers`).
+     */
+    allow: T.Optional(T.Array(AllowRule, { minItems: 1 })),
   },
   { additionalProperties: false },
 );
@@ -314,6 +373,11 @@ export const Limits = T.Object(
     minDataRateGrace: T.Optional(Duration),
     /** Most requests handled at once by the process; 0 for none. Default 4096; beyond: 503. */
     maxInFlight: T.Optional(T.Integer({ minimum: 0 })),
+    /**
+     * Most upgraded connections (WebSocket and other `Upgrade`s) open at once, including those
+     * waiting for the upstream's 101; 0 for none. Default 1024; beyond: 503 `too_many_upgrades`.
+     */
+    maxUpgrades: T.Optional(T.Integer({ minimum: 0 })),
     /** /readyz fails once requests have been refused over `maxInFlight` this long. Default "10s". */
     sustainedOverload: T.Optional(Duration),
   },
@@ -337,7 +401,11 @@ export const Readiness = T.Object(
      * a usable token makes the proxy unready; lazy ones count once their first fetch failed),
      * `prefetched` (only credentials prefetched at start), `none` (tokens never affect readiness;
      * a failing credential shows in /status, metrics and its own routes' 503s). Default: `all`
-     * when every upstream uses one client (a sidecar), `none` with several clients (a gateway).
+     * when every upstream uses one credential (a sidecar), `none` with several (a gateway). A
+     * credential is everything that changes the token issued (token URL, client id, secret or
+     * key, `scope`, `tokenParams` such as `audience`, token headers, TLS identity, API version):
+     * one client id asking for several audiences is several credentials, so one refused audience
+     * does not take every replica out of rotation.
      */
     requireTokens: T.Optional(
       T.Union([T.Literal("all"), T.Literal("prefetched"), T.Literal("none")]),
@@ -438,6 +506,8 @@ export const ConfigFile = T.Object(
     limits: T.Optional(Limits),
     shutdown: T.Optional(Shutdown),
     tokenCache: T.Optional(TokenCache),
+    /** How callers identify themselves for `upstreams[].allow` (see `Callers`). */
+    callers: T.Optional(Callers),
     /** What /readyz requires besides running (see `Readiness`). */
     readiness: T.Optional(Readiness),
     /** The upstreams; at least one. */

@@ -131,6 +131,38 @@ export interface UpstreamConfig {
   upgrades: readonly string[];
   /** Offer HTTP/2 to the upstream (ALPN). */
   http2: boolean;
+  /** Who may use this upstream (ORed); undefined: anyone who reaches the listener. */
+  allow: readonly AllowRule[] | undefined;
+}
+
+/** One `upstreams[].allow` rule (schema.ts `AllowRule`): exactly one key. */
+export type AllowRule =
+  | { cidr: string }
+  | { user: string }
+  | { serviceAccount: string }
+  | { namespace: string };
+
+/** `callers.basic`: htpasswd users. */
+export interface BasicCallersConfig {
+  /** Absolute path of the htpasswd file (bcrypt hashes only). */
+  usersFile: string;
+}
+
+/** `callers.kubernetes`: projected service-account tokens verified against the cluster's JWKS. */
+export interface KubernetesCallersConfig {
+  issuer: string;
+  audiences: readonly string[];
+  /** Exactly one of jwksFile (absolute path) and jwksUri. */
+  jwksFile: string | undefined;
+  jwksUri: string | undefined;
+  /** CA bundle for jwksUri (absolute path). */
+  caFile: string | undefined;
+}
+
+/** How callers identify themselves (schema.ts `Callers`). */
+export interface CallersConfig {
+  basic: BasicCallersConfig | undefined;
+  kubernetes: KubernetesCallersConfig | undefined;
 }
 
 export interface LimitsConfig {
@@ -151,6 +183,8 @@ export interface LimitsConfig {
   minDataRateGraceMs: number;
   /** Requests handled at once by the process (0: no limit). */
   maxInFlight: number;
+  /** Upgraded connections open at once, incl. those awaiting the 101 (0: no limit). */
+  maxUpgrades: number;
   /** Refusing over maxInFlight this long makes /readyz fail. */
   sustainedOverloadMs: number;
 }
@@ -200,5 +234,6 @@ export interface ProxyConfig {
   shutdown: { drainDelayMs: number; timeoutMs: number };
   tokenCache: { redis: RedisCacheConfig | undefined; maxSources: number; eagerLimit: number };
   readiness: ReadinessConfig;
+  callers: CallersConfig;
   upstreams: readonly UpstreamConfig[];
 }

@@ -16,6 +16,8 @@ export interface EmulatorState {
   clients: Map<string, string>;
   tokenLifetimeSeconds: number;
   tokenFault: TokenFaultHandler | undefined;
+  /** `audience` values the token endpoints refuse (see `Emulator.refuseAudiences`). */
+  refusedAudiences: ReadonlySet<string>;
   stats: EmulatorStats;
 }
 

@@ -46,6 +46,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     clients: indexClients(options.clients ?? [DEMO_CLIENT]),
     tokenLifetimeSeconds: checkLifetime(options.tokenLifetimeSeconds ?? 600),
     tokenFault: undefined,
+    refusedAudiences: new Set(),
     stats: createStats(),
   };
 
@@ -92,6 +93,9 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     },
     setTokenFault: (handler) => {
       state.tokenFault = handler;
+    },
+    refuseAudiences: (audiences) => {
+      state.refusedAudiences = new Set(audiences);
     },
     close: () => {
       closing ??= new Promise<void>((resolve) => {

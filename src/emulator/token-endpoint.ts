@@ -189,6 +189,10 @@ function grantToken(
     reject(401, "invalid_client", "client authentication failed", CHALLENGE);
     return;
   }
+  if (params.audience !== undefined && state.refusedAudiences.has(params.audience)) {
+    reject(403, "access_denied", "the client is not authorized for this audience");
+    return;
+  }
   const scope = grantedScope(state.scopes, params.scope);
   if (scope === undefined) {
     reject(

@@ -12,11 +12,13 @@ export interface TokenParams {
   client_secret?: string;
   grant_type?: string;
   scope?: string;
+  /** Auth0-style API selector; only looked at when audiences are refused (`refuseAudiences`). */
+  audience?: string;
 }
 
 export type ParseResult<T> = { ok: true; value: T } | { ok: false; description: string };
 
-const KNOWN_PARAMS = ["client_id", "client_secret", "grant_type", "scope"] as const;
+const KNOWN_PARAMS = ["client_id", "client_secret", "grant_type", "scope", "audience"] as const;
 
 // SPEC.md names exactly `application/x-www-form-urlencoded;charset=UTF-8`. Media types and the
 // charset value are case-insensitive (RFC 9110 §8.3.1, RFC 2046) and OWS may surround ";", so we

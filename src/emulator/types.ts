@@ -76,6 +76,11 @@ export interface Emulator {
   setClients(clients: EmulatorClient[]): void;
   /** Replace the token endpoints' behaviour (both paths) for fault tests; undefined restores normal. */
   setTokenFault(handler: TokenFaultHandler | undefined): void;
+  /**
+   * Refuse token requests whose `audience` is one of these (403 `access_denied`, as Auth0 answers
+   * for an API the client may not use), after client authentication; `[]` restores normal.
+   */
+  refuseAudiences(audiences: readonly string[]): void;
   /** Closes the server and destroys open sockets; resolves without waiting for keep-alive. */
   close(): Promise<void>;
 }

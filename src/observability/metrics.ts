@@ -18,6 +18,8 @@ export interface Metrics {
   tokenExpiryTimestampSeconds: Gauge<"upstream">;
   redisUp: Gauge;
   configReloadsTotal: Counter<"outcome">;
+  upgradesOpen: Gauge;
+  callerDeniedTotal: Counter<"upstream" | "reason">;
   /** The last 15 minutes of request and error counts, for the status page (not exported). */
   requestRates: RequestRates;
 }
@@ -101,6 +103,17 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       name: "bearer_proxy_config_reloads_total",
       help: "Configuration reloads (SIGHUP or a config file change), by outcome: applied, rejected, restart_required.",
       labelNames: ["outcome"],
+      registers,
+    }),
+    upgradesOpen: new Gauge({
+      name: "bearer_proxy_upgrades_open",
+      help: "Upgraded connections (WebSocket) open or awaiting the upstream's 101, bounded by limits.maxUpgrades.",
+      registers,
+    }),
+    callerDeniedTotal: new Counter({
+      name: "bearer_proxy_caller_denied_total",
+      help: "Requests refused by an upstream's allow list, by upstream and reason (no_credential, invalid_credential, not_allowed, throttled).",
+      labelNames: ["upstream", "reason"],
       registers,
     }),
     requestRates: createRequestRates(),

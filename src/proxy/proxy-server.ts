@@ -120,6 +120,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       logger: deps.logger,
       accessLog,
       serveAsRequest: handler,
+      upgradeLoad: deps.lifecycle.upgrades,
     });
     return { handler, upgrades };
   };

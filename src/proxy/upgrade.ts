@@ -25,6 +25,7 @@ import type { AccessToken, TokenProvider } from "../token/types.js";
 import type { AccessLog } from "./access-log.js";
 import { type Exchange, startExchange } from "./forward.js";
 import { createHeaderInjector, type HeaderInjector } from "./inject-headers.js";
+import type { ProcessLoad } from "./overload.js";
 import { mapUpstreamError, sendProxyError } from "./proxy-errors.js";
 import { checkRequest } from "./request-guards.js";
 import { createRequestRecorder } from "./request-log.js";
@@ -50,6 +51,8 @@ export interface UpgradeHandlerDeps {
   accessLog: AccessLog;
   /** Serves a request whose Upgrade is ignored as a plain request (the listener's handler). */
   serveAsRequest(req: IncomingMessage, res: ServerResponse): void;
+  /** Upgrades open over every listener, bounded by `limits.maxUpgrades`. */
+  upgradeLoad: ProcessLoad;
 }
 
 export interface UpgradeHandler {
@@ -121,6 +124,8 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
     let routed = false;
     let finished = false;
     let upgraded = false;
+    /** Counted in `upgradeLoad` until the relay (or the refusal) ends. */
+    let admitted = false;
     let abortWait: AbortController | undefined;
     let exchange: Exchange | undefined;
     waiting++;
@@ -138,6 +143,10 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
       if (finished) return;
       finished = true;
       if (!upgraded) waiting--;
+      if (admitted) {
+        deps.upgradeLoad.leave();
+        deps.metrics.upgradesOpen.dec();
+      }
       recordRequest({
         upstream: upstreamName,
         routed,
@@ -216,6 +225,17 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
       upstreamName = upstream.name;
       routed = true;
       recordRequest.markInFlight(upstreamName);
+      // Upgraded connections live for minutes and are not in limits.maxInFlight: their own cap.
+      admitted = deps.upgradeLoad.tryEnter(deps.limits.maxUpgrades);
+      if (!admitted) {
+        fail(
+          "too_many_upgrades",
+          `the proxy holds limits.maxUpgrades (${deps.limits.maxUpgrades}) upgraded connections already`,
+          { retryAfterSeconds: 1 },
+        );
+        return;
+      }
+      deps.metrics.upgradesOpen.inc();
       if (
         req.headers["transfer-encoding"] !== undefined ||
         (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")

@@ -36,10 +36,12 @@ describe("defaults", () => {
         minResponseRate: 240,
         minDataRateGraceMs: 5_000,
         maxInFlight: 4096,
+        maxUpgrades: 1024,
         sustainedOverloadMs: 10_000,
       },
       shutdown: { drainDelayMs: 5_000, timeoutMs: 30_000 },
       tokenCache: { redis: undefined, maxSources: 20_000, eagerLimit: 100 },
+      callers: { basic: undefined, kubernetes: undefined },
       readiness: { requireTokens: "all", chosenBy: "one-client" },
       upstreams: [
         {
@@ -100,6 +102,7 @@ describe("defaults", () => {
           maxRequestBodySizeBytes: undefined,
           upgrades: ["websocket"],
           http2: false,
+          allow: undefined,
         },
       ],
     };

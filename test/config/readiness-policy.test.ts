@@ -11,13 +11,20 @@ async function readinessOf(options: { configText?: string; configFile?: string }
 }
 
 describe("readiness.requireTokens", () => {
-  it("defaults to all for one client: the sidecar, and one app on both API versions", async () => {
-    for (const file of ["sidecar.yaml", "versions.yaml"]) {
-      expect(await readinessOf({ configFile: resolve(CONFIG_DIR, file) })).toEqual({
-        requireTokens: "all",
-        chosenBy: "one-client",
-      });
-    }
+  it("defaults to all for one credential (the sidecar)", async () => {
+    expect(await readinessOf({ configFile: resolve(CONFIG_DIR, "sidecar.yaml") })).toEqual({
+      requireTokens: "all",
+      chosenBy: "one-client",
+    });
+  });
+
+  it("counts one app on both API versions as two credentials (two token endpoints): none", async () => {
+    // Issue 22 item 2: a refused preview version must not take the default version's traffic
+    // out of rotation; an app that needs both sets requireTokens: all.
+    expect(await readinessOf({ configFile: resolve(CONFIG_DIR, "versions.yaml") })).toEqual({
+      requireTokens: "none",
+      chosenBy: "several-clients",
+    });
   });
 
   it("defaults to none for several clients (a gateway's tenants)", async () => {
