@@ -5,6 +5,7 @@
  */
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
+import { buildCallerSources } from "./app/caller-sources.js";
 import { buildGeneration, type LiveGeneration } from "./app/generation.js";
 import { createReloader, type ReloadOutcome } from "./app/reloader.js";
 import { createRunControl } from "./app/run.js";
@@ -58,12 +59,14 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const metrics = deps.metrics ?? createMetrics();
   const lifecycle = createLifecycle();
   const sources = buildTokenSources(config, { logger, metrics });
+  const callerSources = buildCallerSources({ logger, metrics });
   // Built now, not on first use: an unreadable CA or key file fails the start, not a request.
-  const live: LiveGeneration = { generation: buildGeneration(config, sources) };
+  const live: LiveGeneration = { generation: buildGeneration(config, sources, callerSources) };
   const proxies = buildProxyServers(config, live.generation, { lifecycle, metrics, logger });
-  const reloader = createReloader({ live, sources, proxies, metrics, logger });
+  const reloader = createReloader({ live, sources, callerSources, proxies, metrics, logger });
   const admin = buildAdminServer(config, live, {
     sources,
+    callerSources,
     lastReload: reloader.lastReload,
     onQuit: deps.onQuit,
     lifecycle,
@@ -74,6 +77,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     config,
     live,
     sources,
+    callerSources,
     proxies,
     admin,
     reloader,
@@ -91,7 +95,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     },
     admin,
     proxies: proxies.servers,
-    reload: async (next, trigger) => reloader.reload(next, trigger),
+    reload: (next, trigger) => reloader.reload(next, trigger),
     recordRejected: reloader.recordRejected,
     listen,
     close,

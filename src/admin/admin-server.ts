@@ -3,7 +3,9 @@
  * metrics, a status page, and /quitquitquit for Jobs whose sidecar must end with the app
  * (Envoy and Istio use the same path). Builds the fastify instance; never listens itself.
  */
+
 import Fastify, { type FastifyInstance } from "fastify";
+import type { Denial } from "../callers/denial-log.js";
 import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
@@ -53,6 +55,8 @@ export interface AdminServerDeps {
   currentReadiness?: () => ProxyConfig["readiness"];
   /** The last configuration reload, shown on /status. */
   lastReload?: () => LastReload | undefined;
+  /** Recent refusals by `upstreams[].allow`, shown on /status. */
+  callerDenials?: () => Denial[];
 }
 
 /** The admin endpoints, listed in 404 answers so a mistyped probe path is easy to fix. */
@@ -154,6 +158,7 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     monotonicNow: deps.monotonicNow ?? (() => performance.now()),
     sharedCacheState: deps.sharedCacheState,
     lastReload: deps.lastReload,
+    callerDenials: deps.callerDenials,
     currentReadiness: deps.currentReadiness,
   });
 

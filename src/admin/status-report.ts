@@ -6,6 +6,8 @@
  * URLs without userinfo, counters); the admin server scrubs the result once more before it
  * leaves. Only the page's rows are built in full, so 10,000 upstreams cost little more than 100.
  */
+import { summarizeAllowRule } from "../callers/allow.js";
+import type { Denial } from "../callers/denial-log.js";
 import type { ClientAuthMethod, ReadinessConfig, UpstreamConfig } from "../config/types.js";
 import type { LifecyclePhase } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -68,6 +70,8 @@ export interface UpstreamReport {
   requests: RequestCounts;
   /** Requests and errors (5xx and the proxy's own errors) of the last minute and 15 minutes. */
   rates: RecentRate;
+  /** Who may use this upstream (`allow`, ORed) in short form; absent: anyone who reaches it. */
+  allow?: string[];
 }
 
 /** A 15-minute series, oldest bucket first. */
@@ -141,6 +145,8 @@ export interface StatusReport {
   sharedTokenCache?: { kind: "redis"; state: string };
   /** The last configuration reload (SIGHUP or a file change); absent until the first. */
   lastReload?: LastReload;
+  /** Recent refusals by `upstreams[].allow` (newest first); absent when there were none. */
+  callerDenials?: Denial[];
   summary: StatusSummary;
   /** The query as understood, and where this page sits among the matching upstreams. */
   page: {
@@ -203,6 +209,7 @@ export interface StatusInput {
   /** The Redis shared cache's state, or undefined when none is configured. */
   sharedCacheState?: string | undefined;
   lastReload?: LastReload | undefined;
+  callerDenials?: Denial[] | undefined;
   query: StatusQuery;
   /** The display cache (createDisplayCache); a fresh one when absent. */
   display?: (config: UpstreamConfig) => UpstreamDisplay;
@@ -235,6 +242,7 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
       ? {}
       : { sharedTokenCache: { kind: "redis" as const, state: input.sharedCacheState } }),
     ...(input.lastReload ? { lastReload: input.lastReload } : {}),
+    ...(input.callerDenials?.length ? { callerDenials: input.callerDenials } : {}),
     summary: summarize(rows, input),
     page: {
       q: input.query.q,
@@ -354,6 +362,7 @@ function upstreamReport(
     token: tokenReport(status, nowWallMs),
     requests: counts.get(config.name) ?? emptyCounts(),
     rates: row.rates,
+    ...(config.allow ? { allow: config.allow.map(summarizeAllowRule) } : {}),
   };
 }
 

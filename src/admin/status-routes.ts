@@ -3,7 +3,9 @@
  * fragment the page fetches every few seconds to refresh in place, one upstream's detail, and
  * the page's own script and stylesheet (same-origin files: the CSP allows nothing inline).
  */
+
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Denial } from "../callers/denial-log.js";
 import type { ReadinessConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -59,6 +61,8 @@ export interface StatusRoutesDeps {
   sharedCacheState?: (() => string) | undefined;
   /** The last configuration reload, if any (shown on /status). */
   lastReload?: (() => LastReload | undefined) | undefined;
+  /** Recent refusals by `upstreams[].allow`, newest first. */
+  callerDenials?: (() => Denial[]) | undefined;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
@@ -103,6 +107,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       metrics: deps.metrics,
       sharedCacheState: deps.sharedCacheState?.(),
       lastReload: deps.lastReload?.(),
+      callerDenials: deps.callerDenials?.(),
       query,
       display,
     });

@@ -4,10 +4,12 @@
  * the reloader (reloader.ts) is the one place that swaps it.
  */
 import type { Dispatcher } from "undici";
+import type { CallerGate } from "../callers/caller-gate.js";
 import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { DispatcherPool } from "../net/dispatcher-pool.js";
 import type { ProxyRouting } from "../proxy/proxy-server.js";
 import type { TokenRegistry } from "../token/token-registry.js";
+import type { CallerSources } from "./caller-sources.js";
 import type { TokenSources } from "./token-sources.js";
 
 /** One configuration's token registry and dispatchers. */
@@ -16,6 +18,8 @@ export interface Generation {
   tokens: TokenRegistry;
   /** Every dispatcher this configuration uses (the others close after a reload). */
   dispatchers: Set<Dispatcher>;
+  /** Who may use which upstream (`allow`, `callers`); `ready()` once its authenticator loaded. */
+  callers: CallerGate;
   routingFor(upstreams: readonly UpstreamConfig[]): ProxyRouting;
 }
 
@@ -31,16 +35,20 @@ export interface LiveGeneration {
 export function buildGeneration(
   config: ProxyConfig,
   sources: TokenSources,
+  callerSources: CallerSources,
   adoptFrom?: TokenRegistry,
 ): Generation {
   const routes = buildDispatchers(config, sources.pool);
+  const callers = callerSources.gateFor(config);
   const tokens = sources.tokensFor(config, adoptFrom);
   return {
     config,
     tokens,
     dispatchers: routes.dispatchers,
+    callers,
     routingFor: (upstreams) => ({
       upstreams,
+      callerGate: callers,
       tokenFor: (name: string) => tokens.forUpstream(name),
       dispatcherFor: routes.dispatcherFor,
       freshDispatcherFor: routes.freshDispatcherFor,

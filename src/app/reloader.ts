@@ -9,6 +9,7 @@ import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ReloadTrigger } from "../reload/config-watcher.js";
 import { changesNeedingRestart } from "../reload/live-changes.js";
+import type { CallerSources } from "./caller-sources.js";
 import { buildGeneration, type Generation, type LiveGeneration } from "./generation.js";
 import type { ProxyServers } from "./servers.js";
 import type { TokenSources } from "./token-sources.js";
@@ -19,7 +20,7 @@ export type ReloadOutcome =
   | { outcome: "restart_required"; paths: string[] };
 
 export interface Reloader {
-  reload(next: ProxyConfig, trigger?: ReloadTrigger): ReloadOutcome;
+  reload(next: ProxyConfig, trigger?: ReloadTrigger): Promise<ReloadOutcome>;
   recordRejected(problems: string[], trigger?: ReloadTrigger): ReloadOutcome;
   lastReload(): LastReload | undefined;
   /** Shutting down: later reloads are rejected and nothing more retires. */
@@ -29,11 +30,12 @@ export interface Reloader {
 export function createReloader(deps: {
   live: LiveGeneration;
   sources: TokenSources;
+  callerSources: CallerSources;
   proxies: ProxyServers;
   metrics: Metrics;
   logger: Logger;
 }): Reloader {
-  const { live, sources, proxies, metrics, logger } = deps;
+  const { live, sources, callerSources, proxies, metrics, logger } = deps;
   let lastReload: LastReload | undefined;
   let closing = false;
 
@@ -49,7 +51,10 @@ export function createReloader(deps: {
   const rejected = (trigger: ReloadTrigger, problems: string[]) =>
     record(trigger, { outcome: "rejected", problems }, { problems });
 
-  function reload(next: ProxyConfig, trigger: ReloadTrigger = "SIGHUP"): ReloadOutcome {
+  async function reload(
+    next: ProxyConfig,
+    trigger: ReloadTrigger = "SIGHUP",
+  ): Promise<ReloadOutcome> {
     if (closing) return rejected(trigger, ["the proxy is shutting down"]);
     const restartRequired = changesNeedingRestart(live.generation.config, next);
     if (restartRequired.length > 0) {
@@ -63,10 +68,14 @@ export function createReloader(deps: {
     try {
       // buildGeneration builds dispatchers first: an unreadable CA or key file rejects the reload
       // before anything moved.
-      built = buildGeneration(next, sources, live.generation.tokens);
+      built = buildGeneration(next, sources, callerSources, live.generation.tokens);
+      // A users or JWKS file that changed under a new `callers` must load before anything moves.
+      await built.callers.ready();
     } catch (error) {
+      callerSources.retain([live.generation.config]);
       return rejected(trigger, [error instanceof Error ? error.message : String(error)]);
     }
+    if (closing) return rejected(trigger, ["the proxy is shutting down"]);
     swap(built);
     return record(trigger, { outcome: "applied" });
   }
@@ -102,6 +111,7 @@ export function createReloader(deps: {
       if (closing) return;
       old.tokens.close();
       void sources.pool.closeUnused(live.generation.dispatchers);
+      callerSources.retain([live.generation.config]);
     }, 50);
     timer.unref();
   }

@@ -4,6 +4,7 @@ import type { FastifyInstance } from "fastify";
 import type { ProxyConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { TokenRegistry } from "../token/token-registry.js";
+import type { CallerSources } from "./caller-sources.js";
 import type { LiveGeneration } from "./generation.js";
 import type { Reloader } from "./reloader.js";
 import type { ProxyServers } from "./servers.js";
@@ -18,16 +19,19 @@ export function createRunControl(deps: {
   config: ProxyConfig;
   live: LiveGeneration;
   sources: TokenSources;
+  callerSources: CallerSources;
   proxies: ProxyServers;
   admin: FastifyInstance;
   reloader: Reloader;
   lifecycle: Lifecycle;
 }): RunControl {
-  const { config, live, sources, proxies, admin, reloader, lifecycle } = deps;
+  const { config, live, sources, callerSources, proxies, admin, reloader, lifecycle } = deps;
   let startupWatch: NodeJS.Timeout | undefined;
 
   async function listen() {
     try {
+      // An unusable users or JWKS file fails the start, before a port is bound.
+      await live.generation.callers.ready();
       const proxyAddresses: AddressInfo[] = [];
       for (const proxy of proxies.servers) proxyAddresses.push(await proxy.listen());
       await admin.listen({ host: config.admin.host, port: config.admin.port });
@@ -54,7 +58,11 @@ export function createRunControl(deps: {
     results.push(...(await Promise.allSettled([admin.close()])));
     live.generation.tokens.close();
     results.push(
-      ...(await Promise.allSettled([sources.sharedCache?.close(), sources.pool.close()])),
+      ...(await Promise.allSettled([
+        sources.sharedCache?.close(),
+        sources.pool.close(),
+        callerSources.close(),
+      ])),
     );
     lifecycle.markStopped();
     const failed = results.find((r) => r.status === "rejected");

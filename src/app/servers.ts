@@ -9,6 +9,7 @@ import type { Metrics } from "../observability/metrics.js";
 import { createProxyServer, type ProxyServer } from "../proxy/proxy-server.js";
 import { groupUpstreamsByListener } from "../proxy/router.js";
 import { VERSION } from "../version.js";
+import type { CallerSources } from "./caller-sources.js";
 import type { Generation, LiveGeneration } from "./generation.js";
 import type { TokenSources } from "./token-sources.js";
 
@@ -72,6 +73,7 @@ export function buildAdminServer(
   live: LiveGeneration,
   deps: ServerDeps & {
     sources: TokenSources;
+    callerSources: CallerSources;
     lastReload: () => LastReload | undefined;
     onQuit: (() => void) | undefined;
   },
@@ -85,6 +87,7 @@ export function buildAdminServer(
     tokenStatus: (name: string) => live.generation.tokens.forUpstream(name).status(),
     tokenMode: (name: string) => live.generation.tokens.modeOf(name),
     lastReload: deps.lastReload,
+    callerDenials: () => deps.callerSources.denials.recent(),
     currentReadiness: () => live.generation.config.readiness,
     lifecycle: deps.lifecycle,
     metrics: deps.metrics,

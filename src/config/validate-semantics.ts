@@ -16,6 +16,7 @@ import { didYouMean } from "./suggest.js";
 import { type PemFile, type PemKind, readPemFile } from "./tls-files.js";
 import { checkAcceptTokenTypes } from "./token-types.js";
 import { parseByteSize, parseDurationMs } from "./units.js";
+import { validateCallers } from "./validate-callers.js";
 import { checkClientAuth, needsSecret } from "./validate-client-auth.js";
 import { validateDurations } from "./validate-durations.js";
 import { validateRoutes } from "./validate-routes.js";
@@ -94,6 +95,7 @@ export async function validateSemantics(
   validateRoutes(doc, issues);
   validateDurations(doc, issues, ctx.schema);
   validateRedisTopology(doc, issues);
+  await validateCallers(doc, ctx, issues);
   const checked = await Promise.all(
     files.map(async (f): Promise<PemFile | { problem: string | undefined }> => {
       const unreadable = await checkReadableFile(f.absolute);

@@ -28,6 +28,8 @@ export interface AccessLine {
   replayed: boolean;
   errorCode: string | undefined;
   cause: object | undefined;
+  /** Who asked, when an `allow` list identified the caller; never a credential. */
+  caller?: string | undefined;
 }
 
 export interface AccessLog {
@@ -133,6 +135,7 @@ function renderFields(line: AccessLine): string {
     `,"bytesOut":${jsonNumber(line.bytesOut)},"replayed":${line.replayed}`;
   if (line.errorCode !== undefined) out += `,"errorCode":${JSON.stringify(line.errorCode)}`;
   if (line.cause !== undefined) out += `,"cause":${JSON.stringify(line.cause)}`;
+  if (line.caller !== undefined) out += `,"caller":${JSON.stringify(line.caller)}`;
   return out;
 }
 
@@ -161,6 +164,7 @@ const SAMPLES: AccessLine[] = [
     replayed: true,
     errorCode: "upstream_reset",
     cause: { codes: ["ECONNRESET"], message: 'socket "hang up"' },
+    caller: "sa:payments/billing-client",
   },
 ];
 

@@ -187,8 +187,8 @@ export interface SendProxyErrorOptions {
   retryAfterSeconds?: number | undefined;
   /** Close the client connection after this answer (unread request body, draining, …). */
   close?: boolean;
-  /** Extra headers (e.g. `allow` on 405). */
-  headers?: Record<string, string>;
+  /** Extra headers (e.g. `allow` on 405); an array becomes one field line per value. */
+  headers?: Record<string, string | string[]> | undefined;
 }
 
 /**
@@ -208,7 +208,7 @@ export function sendProxyError(
     return;
   }
   const body = errorPayload(code, message, upstream);
-  const headers: Record<string, string | number> = {
+  const headers: Record<string, string | string[] | number> = {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(body),
     "cache-control": "no-store",

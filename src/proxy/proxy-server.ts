@@ -16,10 +16,12 @@
  * whole-request timeout is off (a 1 GiB upload must pass) with a body idle timeout instead, and
  * the lenient parser is never enabled.
  */
+
 import { once } from "node:events";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
+import type { CallerGate } from "../callers/caller-gate.js";
 import type { LimitsConfig, ListenSpec, ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import {
@@ -55,6 +57,8 @@ export interface ProxyServerDeps {
   upgradeDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
   /** See RequestHandlerDeps.freshDispatcherFor. */
   freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
+  /** Who may use which upstream (`upstreams[].allow`); undefined: everyone. */
+  callerGate?: CallerGate | undefined;
   metrics: Metrics;
   logger: Logger;
   /**
@@ -92,7 +96,12 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 /** What a reload hands a running listener: its new upstreams and their lookups. */
 export type ProxyRouting = Pick<
   ProxyServerDeps,
-  "upstreams" | "tokenFor" | "dispatcherFor" | "upgradeDispatcherFor" | "freshDispatcherFor"
+  | "upstreams"
+  | "tokenFor"
+  | "dispatcherFor"
+  | "upgradeDispatcherFor"
+  | "freshDispatcherFor"
+  | "callerGate"
 >;
 
 export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
@@ -105,6 +114,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       tokenFor: routing.tokenFor,
       dispatcherFor: routing.dispatcherFor,
       freshDispatcherFor: routing.freshDispatcherFor,
+      callerGate: routing.callerGate,
       metrics: deps.metrics,
       logger: deps.logger,
       accessLog,
@@ -116,6 +126,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       upstreams: routing.upstreams,
       tokenFor: routing.tokenFor,
       upgradeDispatcherFor: routing.upgradeDispatcherFor ?? routing.dispatcherFor,
+      callerGate: routing.callerGate,
       metrics: deps.metrics,
       logger: deps.logger,
       accessLog,

@@ -14,7 +14,7 @@ import type { RequestRecorder } from "./request-log.js";
 export const NO_UPSTREAM = "none";
 
 export interface FailExtra {
-  headers?: Record<string, string> | undefined;
+  headers?: Record<string, string | string[]> | undefined;
   retryAfterSeconds?: number | undefined;
   cause?: unknown;
   /** End the client connection after this answer. */
@@ -40,6 +40,8 @@ export class RequestAnswer {
   upstreamName = NO_UPSTREAM;
   pathname = "";
   routed = false;
+  /** Who is asking, once an `allow` list identified the caller (`user:…`, `sa:…`, `addr:…`). */
+  caller: string | undefined = undefined;
   /** Request body bytes received so far. */
   bytesIn: () => number = noBytes;
   finished = false;
@@ -92,6 +94,7 @@ export class RequestAnswer {
       replayed: outcome.replayed,
       errorCode: outcome.errorCode,
       cause: outcome.cause,
+      caller: this.caller,
     });
   }
 

@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Dispatcher } from "undici";
+import type { CallerGate, GateVerdict } from "../callers/caller-gate.js";
 import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
@@ -16,7 +17,7 @@ import { createPipelineQueue } from "./pipeline-queue.js";
 import { type AnswerContext, RequestAnswer } from "./request-answer.js";
 import { dispatchRequest } from "./request-dispatch.js";
 import { createRequestRecorder } from "./request-log.js";
-import { createRequestPlanner } from "./request-plan.js";
+import { createRequestPlanner, type ForwardPlan } from "./request-plan.js";
 
 export interface RequestHandlerDeps {
   limits: LimitsConfig;
@@ -27,6 +28,8 @@ export interface RequestHandlerDeps {
   dispatcherFor(upstreamName: string): Dispatcher;
   /** A dispatcher that keeps no idle connections, for the one retry after a reset. */
   freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
+  /** Who may use which upstream; undefined: everyone (no `allow` anywhere). */
+  callerGate?: CallerGate | undefined;
   metrics: Metrics;
   logger: Logger;
   /** Where the per-request access line goes (see access-log.ts). */
@@ -77,13 +80,32 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
         answer.fail(plan.code, plan.message, { headers: plan.headers, close: plan.close });
         return;
       }
-      dispatchRequest(answer, plan, deps);
+      const verdict = deps.callerGate?.check(plan.route.config.name, req);
+      if (verdict === undefined) dispatchRequest(answer, plan, deps);
+      else if (verdict instanceof Promise) {
+        // A credential not seen lately: bcrypt or a JWKS lookup runs first.
+        void verdict.then((settled) => admit(answer, plan, settled));
+      } else admit(answer, plan, verdict);
     } catch (err) {
       // A bug or a failing dependency (token registry, dispatcher lookup) must cost one request,
       // never the process: an exception here would otherwise escape into Node's parser.
       deps.logger.error({ err, upstream: answer.upstreamName }, "request handler failed");
       answer.fail("internal_error", "internal error", { cause: err, close: true });
     }
+  }
+
+  /** Forward the request its caller may send; answer the one it may not (the upstream sees nothing). */
+  function admit(answer: RequestAnswer, plan: ForwardPlan, verdict: GateVerdict): void {
+    if (answer.finished) return; // the client left while its credential was checked
+    answer.caller = verdict.caller;
+    if (verdict.allowed) {
+      dispatchRequest(answer, plan, deps);
+      return;
+    }
+    answer.fail(verdict.code, verdict.message, {
+      headers: verdict.headers,
+      retryAfterSeconds: verdict.retryAfterSeconds,
+    });
   }
 
   const handler = ((req: IncomingMessage, res: ServerResponse) =>

@@ -26,6 +26,8 @@ export interface RequestRecord {
   replayed: boolean;
   errorCode: string | undefined;
   cause: unknown;
+  /** `user:…`, `sa:…` or `addr:…` when an `allow` list identified the caller. */
+  caller?: string | undefined;
 }
 
 /** Long paths are cut in the log; the request itself is limited by maxUrlLength. */
@@ -56,6 +58,7 @@ export function createRequestRecorder(metrics: Metrics, accessLog: AccessLog): R
       replayed: record.replayed,
       errorCode: record.errorCode,
       cause: describeCause(record.cause),
+      caller: record.caller,
     });
   }) as RequestRecorder;
   recordRequest.markInFlight = (upstream) => requestMetrics.started(upstream);

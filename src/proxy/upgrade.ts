@@ -17,6 +17,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
+import type { CallerGate, GateVerdict } from "../callers/caller-gate.js";
 import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
@@ -27,7 +28,7 @@ import { type Exchange, startExchange } from "./forward.js";
 import { createHeaderInjector, type HeaderInjector } from "./inject-headers.js";
 import type { ProcessLoad } from "./overload.js";
 import { mapUpstreamError, sendProxyError } from "./proxy-errors.js";
-import { checkRequest } from "./request-guards.js";
+import { type AcceptedTarget, checkRequest } from "./request-guards.js";
 import { createRequestRecorder } from "./request-log.js";
 import { createRouter, upstreamPath } from "./router.js";
 import { responseOnSocket, whenConnectionIdle } from "./socket-response.js";
@@ -53,6 +54,8 @@ export interface UpgradeHandlerDeps {
   serveAsRequest(req: IncomingMessage, res: ServerResponse): void;
   /** Upgrades open over every listener, bounded by `limits.maxUpgrades`. */
   upgradeLoad: ProcessLoad;
+  /** Who may use which upstream; undefined: everyone. */
+  callerGate?: CallerGate | undefined;
 }
 
 export interface UpgradeHandler {
@@ -78,6 +81,14 @@ function requestedProtocols(value: string | undefined): string[] {
 function protocolName(protocol: string): string {
   const slash = protocol.indexOf("/");
   return (slash === -1 ? protocol : protocol.slice(0, slash)).toLowerCase();
+}
+
+/** An upgrade routed and allowed by its upstream's `upgrades`, on its way to the caller gate. */
+interface RoutedUpgrade {
+  upstream: UpstreamConfig;
+  guard: AcceptedTarget;
+  /** The requested protocols the upstream allows. */
+  protocols: string[];
 }
 
 /** How a relay's end shows in the access line. */
@@ -128,6 +139,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
     let admitted = false;
     let abortWait: AbortController | undefined;
     let exchange: Exchange | undefined;
+    let caller: string | undefined;
     waiting++;
 
     const finish = (
@@ -159,13 +171,18 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         replayed: extra.replayed ?? false,
         errorCode: extra.errorCode,
         cause: extra.cause,
+        caller,
       });
     };
 
     const fail = (
       code: ProxyErrorCode,
       message: string,
-      extra: { headers?: Record<string, string>; retryAfterSeconds?: number; cause?: unknown } = {},
+      extra: {
+        headers?: Record<string, string | string[]> | undefined;
+        retryAfterSeconds?: number | undefined;
+        cause?: unknown;
+      } = {},
     ) => {
       sendProxyError(res, code, message, upstreamName === NO_UPSTREAM ? undefined : upstreamName, {
         headers: extra.headers,
@@ -243,6 +260,33 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         fail("bad_request", "an Upgrade request must not carry a body");
         return;
       }
+      // The same gate as a plain request: after routing, before the token is touched.
+      const verdict = deps.callerGate?.check(upstream.name, req);
+      const target: RoutedUpgrade = { upstream, guard, protocols: allowed };
+      if (verdict === undefined) forward(target);
+      else if (verdict instanceof Promise) void verdict.then((v) => admit(v, target));
+      else admit(verdict, target);
+    }
+
+    function admit(verdict: GateVerdict, target: RoutedUpgrade): void {
+      if (finished) return;
+      caller = verdict.caller;
+      if (verdict.allowed) {
+        try {
+          forward(target);
+        } catch (err) {
+          deps.logger.error({ err, upstream: upstreamName }, "upgrade handler failed");
+          fail("internal_error", "internal error", { cause: err });
+        }
+        return;
+      }
+      fail(verdict.code, verdict.message, {
+        headers: verdict.headers,
+        retryAfterSeconds: verdict.retryAfterSeconds,
+      });
+    }
+
+    function forward({ upstream, guard, protocols: allowed }: RoutedUpgrade): void {
       const injector = injectors.get(upstream.name)!;
       const injected = injector.build(req.rawHeaders, {
         remoteAddress: upstream.forwardedHeaders ? client.remoteAddress : undefined,

@@ -32,6 +32,7 @@ const GUIDES = [
   "legacy-tools.md",
   "docker.md",
   "identity-providers.md",
+  "callers.md",
 ];
 
 interface CodeBlock {

@@ -2,8 +2,9 @@
  * Renders the chart with a real `helm` binary, when there is one (`HELM_BIN`, or `helm` on the
  * PATH; skipped otherwise): lint and template every example, check the rendered objects, the
  * config in the ConfigMap (against bearer-proxy's loader and the tests' own model of the
- * template), schema rejection, sidecar mode, and the sidecar named template against the
- * copy-paste example.
+ * template), schema rejection, sidecar mode, the sidecar named template against the
+ * copy-paste example, and caller authorization (callers.*, upstreams' `allow`, the
+ * issuer-discovery ClusterRoleBinding).
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -21,6 +22,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
+import { ABSENT_CALLER_FILE, renderChartCallers } from "./chart-callers.js";
 import {
   CHART_DIR,
   mergeValues,
@@ -73,6 +75,8 @@ const examples = [
   "gateway-redis-values.yaml",
   "gateway-redis-sentinel-values.yaml",
 ].map((f) => join(CHART_DIR, "examples", f));
+/** Caller authorization; its config is checked in its own block (callers are chart-rendered). */
+const callersExample = join(CHART_DIR, "examples", "gateway-callers-values.yaml");
 const exampleName = (path: string): string => path.split("/").pop() ?? path;
 const defaults = parse(readFileSync(join(CHART_DIR, "values.yaml"), "utf8")) as Values;
 const withSecret = "existingSecret=creds";
@@ -113,7 +117,11 @@ function configMapText(objects: K8sObject[]): string {
 describe.skipIf(!helm)("helm render (helm binary found)", () => {
   it.each([
     ["values.yaml", [] as string[], [withSecret]],
-    ...examples.map((f): [string, string[], string[]] => [exampleName(f), [f], []]),
+    ...[...examples, callersExample].map((f): [string, string[], string[]] => [
+      exampleName(f),
+      [f],
+      [],
+    ]),
   ])("lints with %s", (_name, files, sets) => {
     const args = [
       "lint",
@@ -164,6 +172,7 @@ describe.skipIf(!helm)("helm render (helm binary found)", () => {
       seccompProfile: { type: "RuntimeDefault" },
     });
     expect(spec.volumes.map((v) => v.name).sort()).toEqual(["config", "credentials", "tmp"]);
+    expect(parse(configMapText(objects))).not.toHaveProperty("callers");
   });
 
   it("follows shutdown values into the grace period and the hook", () => {
@@ -275,6 +284,210 @@ describe.skipIf(!helm)("helm render (helm binary found)", () => {
     const result = runHelm(["template", "rel", CHART_DIR, ...sets.flatMap((s) => ["--set", s])]);
     expect(result.status).not.toBe(0);
     expect(result.stderr).toMatch(message);
+  });
+
+  describe("caller authorization (issue #23)", () => {
+    const exampleValues = (): Values =>
+      mergeValues(defaults, parse(readFileSync(callersExample, "utf8")) as Values);
+    const mountOf = (objects: K8sObject[], name: string): Values | undefined =>
+      (
+        podSpecOf(objects).spec.containers[0] as unknown as {
+          volumeMounts: ({ name: string } & Values)[];
+        }
+      ).volumeMounts.find((m) => m.name === name);
+    const volumeOf = (objects: K8sObject[], name: string): Values | undefined =>
+      podSpecOf(objects).spec.volumes.find((v) => v.name === name);
+    const bindings = (objects: K8sObject[]): K8sObject[] =>
+      objects.filter((o) => o.kind === "ClusterRoleBinding");
+
+    it("mounts the htpasswd Secret read-only at a fixed path and renders it as usersFile", () => {
+      const objects = renderObjects([callersExample]);
+      expect(volumeOf(objects, "callers")).toEqual({
+        name: "callers",
+        secret: {
+          secretName: "bearer-proxy-callers",
+          defaultMode: 288,
+          items: [{ key: "htpasswd", path: "htpasswd" }],
+        },
+      });
+      // The whole folder, never a subPath: the kubelet updates it and bearer-proxy re-reads it.
+      expect(mountOf(objects, "callers")).toEqual({
+        name: "callers",
+        mountPath: "/var/run/secrets/bearer-proxy-callers",
+        readOnly: true,
+      });
+      expect(volumeOf(objects, "cluster-ca")).toEqual({
+        name: "cluster-ca",
+        configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] },
+      });
+      expect(mountOf(objects, "cluster-ca")).toMatchObject({
+        mountPath: "/var/run/secrets/bearer-proxy-cluster-ca",
+        readOnly: true,
+      });
+      expect(volumeOf(objects, "jwks")).toBeUndefined();
+    });
+
+    it("renders callers from values and passes each upstream's allow list through", async () => {
+      const objects = renderObjects([callersExample]);
+      const text = configMapText(objects);
+      const config = parse(text) as Values & { upstreams: Values[] };
+      expect(config.callers).toEqual({
+        basic: { usersFile: "/var/run/secrets/bearer-proxy-callers/htpasswd" },
+        kubernetes: {
+          issuer: "https://kubernetes.default.svc.cluster.local",
+          audiences: ["bearer-proxy"],
+          jwksUri: "https://kubernetes.default.svc/openid/v1/jwks",
+          caFile: "/var/run/secrets/bearer-proxy-cluster-ca/ca.crt",
+        },
+      });
+      expect(config.upstreams.map((u) => [u.name, u.allow])).toEqual([
+        ["billing", [{ serviceAccount: "payments/billing-client" }, { user: "reporting-cron" }]],
+        ["reports", [{ cidr: "10.12.0.0/16" }, { namespace: "reporting" }]],
+      ]);
+      // The whole config as the tests model it.
+      const values = exampleValues();
+      expect(config).toEqual({ ...renderChartConfig(values), callers: renderChartCallers(values) });
+      const problems = await validateWithLoader(text);
+      expect(problems.filter((p) => !ABSENT_CALLER_FILE.test(p))).toEqual([]);
+      // A changed callers section or allow list rolls the pods like any config change.
+      expect(podSpecOf(objects).annotations["checksum/config"]).toBe(
+        createHash("sha256").update(text.replace(/\n$/, "")).digest("hex"),
+      );
+    });
+
+    it("mounts a JWKS ConfigMap as jwksFile instead of fetching jwksUri", () => {
+      const objects = renderObjects(
+        [callersExample],
+        [
+          "callers.kubernetes.jwksUri=",
+          "callers.kubernetes.clusterCA=false",
+          "callers.kubernetes.jwksConfigMap.name=cluster-jwks",
+        ],
+      );
+      expect(volumeOf(objects, "jwks")).toEqual({
+        name: "jwks",
+        configMap: { name: "cluster-jwks", items: [{ key: "jwks.json", path: "jwks.json" }] },
+      });
+      expect(mountOf(objects, "jwks")).toMatchObject({
+        mountPath: "/etc/bearer-proxy-jwks",
+        readOnly: true,
+      });
+      expect(volumeOf(objects, "cluster-ca")).toBeUndefined();
+      const expected = {
+        issuer: "https://kubernetes.default.svc.cluster.local",
+        audiences: ["bearer-proxy"],
+        jwksFile: "/etc/bearer-proxy-jwks/jwks.json",
+      };
+      expect(parse(configMapText(objects)).callers.kubernetes).toEqual(expected);
+      const values = mergeValues(exampleValues(), {
+        callers: { kubernetes: { jwksUri: "", clusterCA: false, jwksConfigMap: { name: "x" } } },
+      });
+      expect((renderChartCallers(values) as Values).kubernetes).toEqual(expected);
+    });
+
+    it("binds system:service-account-issuer-discovery to the chart's ServiceAccount only when asked", () => {
+      expect(bindings(renderObjects([callersExample]))).toEqual([]);
+      expect(bindings(renderObjects([], [withSecret]))).toEqual([]);
+      const objects = renderObjects([callersExample], ["rbac.issuerDiscovery=true"]);
+      const account = objects.find((o) => o.kind === "ServiceAccount")!;
+      expect(bindings(objects)).toEqual([
+        expect.objectContaining({
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          metadata: expect.objectContaining({ name: "egress-bearer-proxy-issuer-discovery" }),
+          roleRef: {
+            apiGroup: "rbac.authorization.k8s.io",
+            kind: "ClusterRole",
+            name: "system:service-account-issuer-discovery",
+          },
+          subjects: [{ kind: "ServiceAccount", name: account.metadata.name, namespace: "egress" }],
+        }),
+      ]);
+    });
+
+    const upstream = {
+      name: "api",
+      baseUrl: "https://api.example.com",
+      clientSecretFile: "/var/run/secrets/bearer-proxy/client-secret",
+    };
+    const noServiceAccounts = [
+      "callers.kubernetes.issuer=",
+      "callers.kubernetes.jwksUri=",
+      "callers.kubernetes.clusterCA=false",
+    ];
+    it.each([
+      [
+        "an allow entry with an unknown key",
+        [],
+        { allow: [{ group: "payments" }] },
+        /allow\/0.*additional properties 'group' not allowed/,
+      ],
+      [
+        "an allow entry with two keys",
+        [],
+        { allow: [{ cidr: "10.0.0.0/8", user: "a" }] },
+        /allow\/0.*maxProperties/,
+      ],
+      [
+        "a serviceAccount that is not namespace/name",
+        [],
+        { allow: [{ serviceAccount: "billing-client" }] },
+        /allow\/0\/serviceAccount/,
+      ],
+      [
+        "a user rule without callers.basic",
+        ["callers.basic.existingSecret="],
+        undefined,
+        /allows user "reporting-cron": set callers.basic.existingSecret/,
+      ],
+      [
+        "service-account rules without callers.kubernetes",
+        noServiceAccounts,
+        undefined,
+        /allows service accounts: set callers.kubernetes.issuer/,
+      ],
+      [
+        "two JWKS sources",
+        ["callers.kubernetes.jwksConfigMap.name=cluster-jwks"],
+        undefined,
+        /exactly one of callers.kubernetes.jwksUri.*found 2/,
+      ],
+      [
+        "an http:// jwksUri",
+        ["callers.kubernetes.jwksUri=http://kubernetes.default.svc/openid/v1/jwks"],
+        undefined,
+        /jwksUri.*does not match pattern/,
+      ],
+      [
+        "clusterCA and caFile together",
+        ["callers.kubernetes.caFile=/etc/ca.pem"],
+        undefined,
+        /clusterCA or caFile, not both/,
+      ],
+      [
+        "rbac.issuerDiscovery without a jwksUri",
+        [...noServiceAccounts, "callers.basic.existingSecret=", "rbac.issuerDiscovery=true"],
+        { allow: [{ cidr: "10.0.0.0/8" }] },
+        /rbac.issuerDiscovery is for callers.kubernetes.jwksUri/,
+      ],
+      [
+        "config.callers (the chart renders it)",
+        ["config.callers.basic.usersFile=/etc/htpasswd"],
+        undefined,
+        // values.schema.json refuses it first; the template's own check stays for --skip-schema-validation.
+        /config.callers is rendered by the chart|additional properties 'callers' not allowed/,
+      ],
+    ])("refuses %s", (_name, sets, upstreamOverride, message) => {
+      const args = ["template", "rel", CHART_DIR, "-f", callersExample];
+      for (const set of sets) args.push("--set", set);
+      if (upstreamOverride)
+        args.push(
+          "--set-json",
+          `config.upstreams=${JSON.stringify([{ ...upstream, ...upstreamOverride }])}`,
+        );
+      const result = runHelm(args);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toMatch(message);
+    });
   });
 
   describe("bearer-proxy.sidecar from a parent chart", () => {

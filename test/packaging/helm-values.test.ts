@@ -85,6 +85,7 @@ describe("values.schema.json", () => {
 
   it("finds the example values files the guides refer to", () => {
     expect(exampleFiles.sort()).toEqual([
+      "gateway-callers-values.yaml",
       "gateway-redis-sentinel-values.yaml",
       "gateway-redis-values.yaml",
       "gateway-values.yaml",

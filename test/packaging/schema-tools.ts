@@ -2,6 +2,7 @@
  * Shared helpers for the packaging tests: validators for bearer-proxy's config schema and the
  * Helm chart's values schema, the chart's view of the config schema, and `${VAR}` substitution.
  */
+
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -9,6 +10,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import { loadConfigWithWarnings } from "../../src/config/load.js";
 import { ConfigFile } from "../../src/config/schema.js";
 import { ConfigError } from "../../src/errors.js";
+import { ABSENT_CALLER_FILE, renderChartCallers } from "./chart-callers.js";
 
 /** Repository root. */
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -16,7 +18,7 @@ export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..
 export const CHART_DIR = join(REPO_ROOT, "helm", "bearer-proxy");
 
 /** Config keys the chart renders itself; `config:` in values must not set them. */
-export const CHART_OWNED_KEYS = ["listen", "admin", "shutdown"] as const;
+export const CHART_OWNED_KEYS = ["listen", "admin", "shutdown", "callers"] as const;
 
 /** A JSON value as ajv sees it (TypeBox's symbols dropped). */
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -176,6 +178,8 @@ export function renderChartConfig(values: Values): Values {
     if (v.redis.commandTimeout) redis.commandTimeout = v.redis.commandTimeout;
     config.tokenCache = { ...((config.tokenCache as Values | undefined) ?? {}), redis };
   }
+  const callers = renderChartCallers(values);
+  if (callers) config.callers = callers;
   return config;
 }
 
@@ -201,7 +205,9 @@ export async function validateWithLoader(text: string): Promise<string[]> {
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     return error.issues
-      .filter((issue) => !ABSENT_FILE.test(issue.message))
+      .filter(
+        (issue) => !ABSENT_FILE.test(issue.message) && !ABSENT_CALLER_FILE.test(issue.message),
+      )
       .map((issue) => `${issue.path}: ${issue.message}`);
   }
 }

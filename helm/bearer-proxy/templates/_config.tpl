@@ -8,7 +8,10 @@ It is `.Values.config` plus what the chart owns, so each number lives in one pla
             size terminationGracePeriodSeconds
   tokenCache.redis  from redis.* when redis.enabled (url, clusterNodes or sentinel; the
                     sentinel's passwords as ${REDIS_PASSWORD} / ${REDIS_SENTINEL_PASSWORD})
-values.schema.json rejects those keys inside `config`.
+  callers   from callers.*: the files the chart mounts (the htpasswd Secret, the JWKS
+            ConfigMap, the cluster CA) at fixed paths, so a path is never typed twice
+values.schema.json rejects those keys inside `config` (bearer-proxy.validate rejects
+`config.callers`). Upstreams' `allow` lists pass through as written.
 */}}
 {{- define "bearer-proxy.config" -}}
 {{- $cfg := deepCopy (default dict .Values.config) -}}
@@ -37,5 +40,36 @@ values.schema.json rejects those keys inside `config`.
 {{- end -}}
 {{- $_ = set $cfg.tokenCache "redis" $redis -}}
 {{- end -}}
+{{- $callers := include "bearer-proxy.callers" . | fromYaml -}}
+{{- if $callers }}{{ $_ = set $cfg "callers" $callers }}{{ end -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{/*
+bearer-proxy.callers: the config's `callers` section from callers.* (empty when neither Basic
+users nor service-account tokens are configured).
+*/}}
+{{- define "bearer-proxy.callers" -}}
+{{- $c := .Values.callers -}}
+{{- $out := dict -}}
+{{- if $c.basic.existingSecret -}}
+{{- $_ := set $out "basic" (dict "usersFile" (include "bearer-proxy.callersUsersFile" .)) -}}
+{{- end -}}
+{{- $k := $c.kubernetes -}}
+{{- if $k.issuer -}}
+{{- $kube := dict "issuer" $k.issuer "audiences" $k.audiences -}}
+{{- with $k.jwksUri }}{{ $_ := set $kube "jwksUri" . }}{{ end -}}
+{{- if $k.clusterCA -}}
+{{- $_ := set $kube "caFile" (include "bearer-proxy.clusterCAFile" .) -}}
+{{- else if $k.caFile -}}
+{{- $_ := set $kube "caFile" $k.caFile -}}
+{{- end -}}
+{{- if $k.jwksConfigMap.name -}}
+{{- $_ := set $kube "jwksFile" (include "bearer-proxy.jwksConfigMapFile" .) -}}
+{{- else if $k.jwksFile -}}
+{{- $_ := set $kube "jwksFile" $k.jwksFile -}}
+{{- end -}}
+{{- $_ := set $out "kubernetes" $kube -}}
+{{- end -}}
+{{- if $out }}{{ toYaml $out }}{{ end -}}
 {{- end -}}

@@ -79,6 +79,17 @@ Name of the ConfigMap holding config.yaml.
 {{- end -}}
 
 {{/*
+Where the files of callers.* are mounted. Fixed paths: the chart writes them into the config's
+`callers` itself (bearer-proxy.callers), so values never repeat them.
+*/}}
+{{- define "bearer-proxy.callersMountPath" -}}/var/run/secrets/bearer-proxy-callers{{- end -}}
+{{- define "bearer-proxy.callersUsersFile" -}}{{ include "bearer-proxy.callersMountPath" . }}/htpasswd{{- end -}}
+{{- define "bearer-proxy.jwksMountPath" -}}/etc/bearer-proxy-jwks{{- end -}}
+{{- define "bearer-proxy.jwksConfigMapFile" -}}{{ include "bearer-proxy.jwksMountPath" . }}/jwks.json{{- end -}}
+{{- define "bearer-proxy.clusterCAMountPath" -}}/var/run/secrets/bearer-proxy-cluster-ca{{- end -}}
+{{- define "bearer-proxy.clusterCAFile" -}}{{ include "bearer-proxy.clusterCAMountPath" . }}/ca.crt{{- end -}}
+
+{{/*
 terminationGracePeriodSeconds: preStop sleep + drain delay + in-flight timeout + margin, so the
 kubelet's SIGKILL never cuts the drain short.
 */}}
@@ -128,6 +139,50 @@ Fail early on values that would deploy a pod that cannot start.
 {{- end -}}
 {{- if and .Values.redis.sentinel.masterName (not .Values.redis.sentinel.nodes) -}}
 {{- fail "redis.sentinel.masterName is set: list the sentinels in redis.sentinel.nodes (host:port)" -}}
+{{- end -}}
+{{- end -}}
+{{- include "bearer-proxy.validateCallers" . -}}
+{{- end -}}
+
+{{/*
+callers.* and upstreams' `allow`: what the schema cannot relate across values. The config's own
+rules (a `user` the htpasswd file defines, a CIDR that parses) are bearer-proxy's to check.
+*/}}
+{{- define "bearer-proxy.validateCallers" -}}
+{{- $k := .Values.callers.kubernetes -}}
+{{- if and (not .Values.existingConfigMap) (hasKey (default dict .Values.config) "callers") -}}
+{{- fail "config.callers is rendered by the chart: set callers.basic.* and callers.kubernetes.* instead" -}}
+{{- end -}}
+{{- if $k.issuer -}}
+{{- $sources := 0 -}}
+{{- if $k.jwksUri }}{{ $sources = add1 $sources }}{{ end -}}
+{{- if $k.jwksFile }}{{ $sources = add1 $sources }}{{ end -}}
+{{- if $k.jwksConfigMap.name }}{{ $sources = add1 $sources }}{{ end -}}
+{{- if ne (int $sources) 1 -}}
+{{- fail (printf "callers.kubernetes.issuer is set: set exactly one of callers.kubernetes.jwksUri, callers.kubernetes.jwksFile and callers.kubernetes.jwksConfigMap.name; found %d" (int $sources)) -}}
+{{- end -}}
+{{- if and $k.clusterCA $k.caFile -}}
+{{- fail "callers.kubernetes: set clusterCA or caFile, not both (clusterCA sets caFile to the cluster's root CA)" -}}
+{{- end -}}
+{{- if and (or $k.clusterCA $k.caFile) (not $k.jwksUri) -}}
+{{- fail "callers.kubernetes.clusterCA and caFile check the certificate of jwksUri: set callers.kubernetes.jwksUri" -}}
+{{- end -}}
+{{- else if or $k.jwksUri $k.jwksFile $k.jwksConfigMap.name $k.caFile $k.clusterCA -}}
+{{- fail "callers.kubernetes: set callers.kubernetes.issuer (the tokens' iss) to accept service-account tokens" -}}
+{{- end -}}
+{{- if and .Values.rbac.issuerDiscovery (not (and $k.issuer $k.jwksUri)) -}}
+{{- fail "rbac.issuerDiscovery is for callers.kubernetes.jwksUri on the API server: set callers.kubernetes.issuer and jwksUri" -}}
+{{- end -}}
+{{- if not .Values.existingConfigMap -}}
+{{- range $i, $u := (default dict .Values.config).upstreams -}}
+{{- range $u.allow -}}
+{{- if and (hasKey . "user") (not $.Values.callers.basic.existingSecret) -}}
+{{- fail (printf "config.upstreams[%d] (%s) allows user %q: set callers.basic.existingSecret to the Secret with the htpasswd file" $i $u.name .user) -}}
+{{- end -}}
+{{- if and (or (hasKey . "serviceAccount") (hasKey . "namespace")) (not $.Values.callers.kubernetes.issuer) -}}
+{{- fail (printf "config.upstreams[%d] (%s) allows service accounts: set callers.kubernetes.issuer and its JWKS" $i $u.name) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -1,0 +1,174 @@
+/**
+ * The one place the request walk asks "may this caller use this upstream?" — after routing,
+ * before the token is touched (Envoy's RBAC filter sits at the same point). It reads the TCP
+ * peer and `Proxy-Authorization`, asks the authenticator who that is (a cached answer is
+ * synchronous; bcrypt and JWKS are not), and lets `allow.ts` decide. Refusals become the error
+ * contract: 407 `caller_unauthenticated` with the challenges clients expect, 403
+ * `caller_not_allowed`, 429 `caller_throttled` after repeated bad credentials from one address.
+ *
+ * The authenticator (bcryptjs, jose) is loaded only when some upstream's rules name callers, so
+ * a sidecar without `allow` loads neither.
+ */
+import type { IncomingMessage } from "node:http";
+import type { CallersConfig, UpstreamConfig } from "../config/types.js";
+import type { Metrics } from "../observability/metrics.js";
+import { type AllowPolicy, compileAllowRules, decideAccess } from "./allow.js";
+import type { CallerAuthenticator } from "./authenticate.js";
+import type { DenialLog, DenyReason } from "./denial-log.js";
+import type { FailureThrottle } from "./failure-throttle.js";
+import type { Authentication } from "./types.js";
+import { addressLabel, callerLabel } from "./types.js";
+
+/** What the walk does with a request. */
+export type GateVerdict =
+  | { allowed: true; caller: string | undefined }
+  | {
+      allowed: false;
+      code: "caller_unauthenticated" | "caller_not_allowed" | "caller_throttled";
+      message: string;
+      /** `Proxy-Authenticate` challenges on a 407. */
+      headers: Record<string, string | string[]> | undefined;
+      retryAfterSeconds: number | undefined;
+      /** Who was refused, for the access line (`addr:…` when nobody was identified). */
+      caller: string;
+    };
+
+export interface CallerGate {
+  /** The decision for a routed request: now, or once its credential is verified. Never rejects. */
+  check(upstream: string, req: IncomingMessage): GateVerdict | Promise<GateVerdict>;
+  /** An upstream's rules in short form (`cidr 10.0.0.0/8`, `user x`, `sa ns/*`); undefined: open. */
+  rulesOf(upstream: string): readonly string[] | undefined;
+  /** Resolves once the authenticator (if any) is loaded; rejects when its files are unusable. */
+  ready(): Promise<void>;
+}
+
+export interface CallerGateDeps {
+  upstreams: readonly UpstreamConfig[];
+  callers: CallersConfig;
+  /** Loaded lazily by the app, shared across reloads while `callers` is unchanged. */
+  authenticator: Promise<CallerAuthenticator> | undefined;
+  throttle: FailureThrottle;
+  denials: DenialLog;
+  metrics: Metrics;
+}
+
+const OPEN: GateVerdict = Object.freeze({ allowed: true, caller: undefined });
+
+/** RFC 9110 §11.7.1 challenges; `realm` exactly as git and curl expect it. */
+export function proxyChallenges(callers: CallersConfig): string[] {
+  const challenges: string[] = [];
+  if (callers.basic) challenges.push('Basic realm="bearer-proxy"');
+  if (callers.kubernetes) challenges.push('Bearer realm="bearer-proxy"');
+  // A rule list that names callers validated with one source at least; keep a Basic challenge
+  // as the fallback so the answer is always a well-formed 407.
+  return challenges.length > 0 ? challenges : ['Basic realm="bearer-proxy"'];
+}
+
+export function createCallerGate(deps: CallerGateDeps): CallerGate {
+  const policies = new Map<string, AllowPolicy>();
+  for (const upstream of deps.upstreams) {
+    if (upstream.allow) policies.set(upstream.name, compileAllowRules(upstream.allow));
+  }
+  const challenge = { "proxy-authenticate": proxyChallenges(deps.callers) };
+  let authenticator: CallerAuthenticator | undefined;
+  const loading = deps.authenticator?.then((loaded) => {
+    authenticator = loaded;
+    return loaded;
+  });
+  // A failed load surfaces through ready() (start and reload refuse); never as unhandled.
+  loading?.catch(() => {});
+
+  function deny(
+    upstream: string,
+    reason: DenyReason,
+    verdict: Omit<Extract<GateVerdict, { allowed: false }>, "allowed">,
+  ): GateVerdict {
+    deps.metrics.callerDeniedTotal.inc({ upstream, reason });
+    deps.denials.record({ upstream, reason, caller: verdict.caller });
+    return { allowed: false, ...verdict };
+  }
+
+  function decide(
+    upstream: string,
+    policy: AllowPolicy,
+    peer: string,
+    authentication: Authentication | undefined,
+  ): GateVerdict {
+    const decision = decideAccess(policy, peer, authentication);
+    if (decision.outcome === "allow") return { allowed: true, caller: decision.label };
+    const caller = authentication?.ok ? callerLabel(authentication.caller) : addressLabel(peer);
+    if (decision.outcome === "unauthenticated") {
+      return deny(upstream, authentication ? "invalid_credential" : "no_credential", {
+        code: "caller_unauthenticated",
+        message: `${decision.reason}; send Proxy-Authorization (e.g. http_proxy=http://user:password@host:port)`,
+        headers: challenge,
+        retryAfterSeconds: undefined,
+        caller,
+      });
+    }
+    return deny(upstream, "not_allowed", {
+      code: "caller_not_allowed",
+      message: decision.reason,
+      headers: undefined,
+      retryAfterSeconds: undefined,
+      caller,
+    });
+  }
+
+  async function verifyThenDecide(
+    upstream: string,
+    policy: AllowPolicy,
+    peer: string,
+    header: string,
+  ): Promise<GateVerdict> {
+    let authentication: Authentication;
+    try {
+      const loaded = authenticator ?? (await loading);
+      authentication = loaded
+        ? await loaded.authenticate(header)
+        : { ok: false, reason: "not_configured", message: "no callers source is configured" };
+    } catch {
+      authentication = {
+        ok: false,
+        reason: "not_configured",
+        message: "the caller's credential could not be verified",
+      };
+    }
+    if (authentication.ok) deps.throttle.recordSuccess(peer);
+    else deps.throttle.recordFailure(peer);
+    return decide(upstream, policy, peer, authentication);
+  }
+
+  return {
+    check(upstream, req) {
+      const policy = policies.get(upstream);
+      if (!policy) return OPEN;
+      const peer = req.socket.remoteAddress ?? "";
+      // An address rule admits without a credential: nothing to verify, nothing to spend.
+      if (policy.allowsAddress(peer)) return { allowed: true, caller: addressLabel(peer) };
+      const header = req.headers["proxy-authorization"];
+      if (header === undefined || !policy.needsCredential) {
+        return decide(upstream, policy, peer, undefined);
+      }
+      const cached = authenticator?.peek(header);
+      if (cached) return decide(upstream, policy, peer, cached);
+      const blockedSeconds = deps.throttle.blockedFor(peer);
+      if (blockedSeconds > 0) {
+        return deny(upstream, "throttled", {
+          code: "caller_throttled",
+          message: "too many failed Proxy-Authorization attempts from this address; retry later",
+          headers: undefined,
+          retryAfterSeconds: blockedSeconds,
+          caller: addressLabel(peer),
+        });
+      }
+      return verifyThenDecide(upstream, policy, peer, header);
+    },
+    rulesOf(upstream) {
+      return policies.get(upstream)?.summary;
+    },
+    async ready() {
+      await loading;
+    },
+  };
+}

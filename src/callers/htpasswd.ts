@@ -1,0 +1,184 @@
+/**
+ * `callers.basic.usersFile`: an htpasswd file of bcrypt users, re-read when it changes.
+ * Only bcrypt is accepted: the other htpasswd formats (MD5-crypt `$apr1$`, SHA-1 `{SHA}`, crypt)
+ * are fast to brute-force once the file leaks. Messages name the file, line and user, never a
+ * hash.
+ */
+import bcrypt from "bcryptjs";
+import type { Logger } from "pino";
+import { ConfigError } from "../errors.js";
+import { readWatchedFileSync, type WatchedFile, watchFile } from "./watched-file.js";
+
+/**
+ * `$2y$` (what `htpasswd -B` writes), `$2a$` and `$2b$` with a two-digit cost and 53 characters
+ * of salt and hash in bcrypt's base64. bcryptjs 3 compares all three prefixes as they are
+ * (test/callers/htpasswd-parse.test.ts checks `$2y$`), so no prefix is rewritten.
+ */
+const BCRYPT_HASH = /^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$/;
+const MIN_COST = 4;
+const MAX_COST = 31;
+
+/** The users of an htpasswd text and what is wrong with it (empty when nothing is). */
+export interface ParsedHtpasswd {
+  /** user → bcrypt hash. */
+  users: Map<string, string>;
+  /** One line per problem: `<fileName> line <n>: …`; never contains a hash. */
+  problems: string[];
+}
+
+/** Parse htpasswd text: `user:hash` lines; blank lines and `#` comments are skipped. */
+export function parseHtpasswd(text: string, fileName: string): ParsedHtpasswd {
+  const users = new Map<string, string>();
+  const firstLine = new Map<string, number>();
+  const problems: string[] = [];
+  const lines = text.split(/\r?\n/);
+  lines.forEach((raw, index) => {
+    const n = index + 1;
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) return;
+    const colon = line.indexOf(":");
+    if (colon <= 0) {
+      problems.push(`${fileName} line ${n}: expected user:hash`);
+      return;
+    }
+    const user = line.slice(0, colon);
+    const hash = line.slice(colon + 1);
+    const match = BCRYPT_HASH.exec(hash);
+    if (!match) {
+      problems.push(
+        `${fileName} line ${n}: user ${JSON.stringify(user)} has no bcrypt hash ($2y$, $2a$ or $2b$; create it with htpasswd -B)`,
+      );
+      return;
+    }
+    const cost = Number(match[1]);
+    if (cost < MIN_COST || cost > MAX_COST) {
+      problems.push(
+        `${fileName} line ${n}: user ${JSON.stringify(user)} has bcrypt cost ${cost}, expected 4 to 31`,
+      );
+      return;
+    }
+    const earlier = firstLine.get(user);
+    if (earlier !== undefined) {
+      // Which of two entries wins is a guess; say so rather than pick one.
+      problems.push(
+        `${fileName} line ${n}: user ${JSON.stringify(user)} is already on line ${earlier}`,
+      );
+      return;
+    }
+    firstLine.set(user, n);
+    users.set(user, hash);
+  });
+  return { users, problems };
+}
+
+/** The users of an htpasswd file, as last read successfully. */
+export interface HtpasswdUsers {
+  /** Increments on each successful reload: results verified under an older one are stale. */
+  readonly generation: number;
+  /** How many users are in force. */
+  readonly size: number;
+  has(user: string): boolean;
+  /**
+   * Whether `password` is the user's. An unknown user costs one bcrypt compare too, so timing
+   * does not tell whether a user exists. Async: bcrypt is slow on purpose and must not block.
+   */
+  verify(user: string, password: string): Promise<boolean>;
+  /** Stat the file now and reload it if it changed (the poll does this every interval). */
+  check(): Promise<void>;
+  close(): void;
+}
+
+export interface HtpasswdUsersOptions {
+  file: string;
+  logger?: Pick<Logger, "warn" | "info"> | undefined;
+  /** How often the file is stat()ed; 0 disables polling. Default 1000. */
+  pollIntervalMs?: number | undefined;
+  /** Config path shown in start-up errors. Default "callers.basic.usersFile". */
+  configPath?: string | undefined;
+}
+
+/**
+ * Read the htpasswd file now (a missing or invalid file throws a ConfigError listing every
+ * problem) and re-read it when it changes. A changed file that is unreadable or has any problem
+ * is not applied: the last good users stay in force and a warning (without hashes) is logged,
+ * so a half-written edit neither locks everyone out nor lets a mistyped line through.
+ */
+export function createHtpasswdUsers(options: HtpasswdUsersOptions): HtpasswdUsers {
+  const { file, logger } = options;
+  const configPath = options.configPath ?? "callers.basic.usersFile";
+  let initial: ReturnType<typeof readWatchedFileSync>;
+  try {
+    initial = readWatchedFileSync(file);
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? "error";
+    throw new ConfigError([{ path: configPath, message: `cannot read ${file} (${code})` }]);
+  }
+  const parsed = parseHtpasswd(initial.text, file);
+  if (parsed.problems.length > 0) {
+    throw new ConfigError(parsed.problems.map((message) => ({ path: configPath, message })));
+  }
+  let users = parsed.users;
+  let dummyHash = dummyHashFor(users);
+  let generation = 0;
+
+  const watched: WatchedFile = watchFile({
+    file,
+    initial,
+    pollIntervalMs: options.pollIntervalMs,
+    onChange(text) {
+      const next = parseHtpasswd(text, file);
+      if (next.problems.length > 0) {
+        logger?.warn(
+          { file, problems: next.problems },
+          "callers.basic users file changed but is invalid; keeping the users last loaded",
+        );
+        return;
+      }
+      users = next.users;
+      dummyHash = dummyHashFor(users);
+      generation += 1;
+      logger?.info({ file, users: users.size, generation }, "callers.basic users file reloaded");
+    },
+    onError(error) {
+      const code = (error as { code?: string }).code ?? "error";
+      logger?.warn(
+        { file, code },
+        "callers.basic users file cannot be read; keeping the users last loaded",
+      );
+    },
+  });
+
+  return {
+    get generation() {
+      return generation;
+    },
+    get size() {
+      return users.size;
+    },
+    has: (user) => users.has(user),
+    async verify(user, password) {
+      const hash = users.get(user);
+      if (hash === undefined) {
+        await bcrypt.compare(password, dummyHash);
+        return false;
+      }
+      return bcrypt.compare(password, hash);
+    },
+    check: () => watched.check(),
+    close: () => watched.close(),
+  };
+}
+
+/**
+ * What an unknown user is compared against: a fresh salt at the file's highest cost plus a
+ * placeholder hash part. bcryptjs runs the full key schedule before comparing, so an unknown
+ * user costs as long as a known one; whatever the compare says is ignored.
+ */
+function dummyHashFor(users: ReadonlyMap<string, string>): string {
+  let cost = 10;
+  if (users.size > 0) {
+    cost = MIN_COST;
+    for (const hash of users.values()) cost = Math.max(cost, Number(hash.slice(4, 6)));
+  }
+  return `${bcrypt.genSaltSync(cost)}${".".repeat(31)}`;
+}

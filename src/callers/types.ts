@@ -1,0 +1,91 @@
+/**
+ * The shapes shared by the caller room: who is asking (`Caller`), the outcome of reading a
+ * credential (`Authentication`), and the config each identity source and the allow rules take.
+ * Identity sources (htpasswd users, service-account tokens) return these; `allow.ts` decides on
+ * them. Nothing here knows HTTP.
+ */
+
+/** Who is asking, once a credential has been verified. */
+export type Caller =
+  | { kind: "user"; name: string }
+  | { kind: "serviceAccount"; namespace: string; name: string };
+
+/** Why a credential was not accepted. */
+export type AuthenticationFailureReason =
+  | "malformed"
+  | "unsupported_scheme"
+  | "unknown_user"
+  | "bad_password"
+  | "invalid_token"
+  | "not_configured";
+
+/**
+ * The outcome of reading a `Proxy-Authorization` value. `message` never holds a password, a
+ * token or a hash: it says why, for logs and for the 407 answer. `reason` is finer than what a
+ * client should learn (`unknown_user` vs `bad_password`): log it, don't answer with it.
+ */
+export type Authentication =
+  | {
+      ok: true;
+      caller: Caller;
+      /** Wall-clock ms after which the result must be verified again (token `exp`, Basic TTL). */
+      expiresAtMs: number;
+    }
+  | { ok: false; reason: AuthenticationFailureReason; message: string };
+
+/** `callers.basic`: users with bcrypt passwords. */
+export interface BasicCallersConfig {
+  /** htpasswd file (`htpasswd -B`): bcrypt hashes only; re-read when it changes. */
+  usersFile: string;
+}
+
+/** `callers.kubernetes`: projected service-account tokens. */
+export interface KubernetesCallersConfig {
+  /** The token's `iss` must equal this. */
+  issuer: string;
+  /** The token's `aud` must contain one of these. Default ["bearer-proxy"]. */
+  audiences: readonly string[];
+  /** The cluster's JWKS as a file (`kubectl get --raw /openid/v1/jwks`); re-read on change. */
+  jwksFile?: string | undefined;
+  /** The cluster's JWKS URL (https); exactly one of `jwksFile` and `jwksUri`. */
+  jwksUri?: string | undefined;
+  /** Extra CA (PEM) trusted for `jwksUri`, besides the system roots. */
+  caFile?: string | undefined;
+}
+
+/** `callers`: the identity sources. An absent source makes its scheme `not_configured`. */
+export interface CallersConfig {
+  basic?: BasicCallersConfig | undefined;
+  kubernetes?: KubernetesCallersConfig | undefined;
+}
+
+/**
+ * One entry of `upstreams[].allow`; entries are ORed. `cidr` matches the TCP peer's address,
+ * `user` a `callers.basic` user, `serviceAccount` `namespace/name` (the name may be `*`),
+ * `namespace: ns` is `serviceAccount: ns/*`.
+ */
+export type AllowRule =
+  | { cidr: string }
+  | { user: string }
+  | { serviceAccount: string }
+  | { namespace: string };
+
+/** `user:alice` / `sa:payments/billing-client`: how a caller appears in logs and metrics. */
+export function callerLabel(caller: Caller): string {
+  return caller.kind === "user" ? `user:${caller.name}` : `sa:${caller.namespace}/${caller.name}`;
+}
+
+/** `addr:10.1.2.3` for a caller known only by its address. */
+export function addressLabel(ip: string): string {
+  return `addr:${unmapIpv4(ip)}`;
+}
+
+const IPV4_MAPPED = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
+
+/**
+ * An IPv4 peer on a dual-stack listener arrives as `::ffff:10.1.2.3` (RFC 4291 §2.5.5.2); show
+ * and count it as the IPv4 address it is.
+ */
+export function unmapIpv4(ip: string): string {
+  return IPV4_MAPPED.exec(ip)?.[1] ?? ip;
+}
