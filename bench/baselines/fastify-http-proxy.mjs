@@ -7,23 +7,11 @@
  * prints `FASTIFY_READY {"port":N}`.
  */
 import { readFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import proxy from "@fastify/http-proxy";
 import Fastify from "fastify";
+import { announceReady, exitOnSignal, readBaselineArgs } from "../lib/baseline-cli.mjs";
 
-const { values } = parseArgs({
-  options: {
-    upstream: { type: "string" },
-    ca: { type: "string" },
-    token: { type: "string", default: "bench-static-token" },
-    port: { type: "string", default: "0" },
-    servername: { type: "string", default: "localhost" },
-  },
-});
-if (!values.upstream || !values.ca) {
-  process.stderr.write("usage: fastify-http-proxy.mjs --upstream URL --ca FILE [--token T]\n");
-  process.exit(2);
-}
+const values = readBaselineArgs("fastify-http-proxy.mjs");
 
 const authorization = `Bearer ${values.token}`;
 const app = Fastify({ logger: false, keepAliveTimeout: 60_000, bodyLimit: 2 * 1024 * 1024 });
@@ -44,10 +32,5 @@ await app.register(proxy, {
   },
 });
 await app.listen({ port: Number(values.port), host: "127.0.0.1" });
-process.stdout.write(`FASTIFY_READY ${JSON.stringify({ port: app.server.address().port })}\n`);
-for (const signal of ["SIGTERM", "SIGINT"]) {
-  process.on(signal, () => {
-    app.close().finally(() => process.exit(0));
-    setTimeout(() => process.exit(0), 1000).unref();
-  });
-}
+announceReady("FASTIFY_READY", app.server.address().port);
+exitOnSignal(() => app.close());

@@ -8,22 +8,10 @@
  */
 import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { parseArgs } from "node:util";
 import { Pool } from "undici";
+import { announceReady, exitOnSignal, readBaselineArgs } from "../lib/baseline-cli.mjs";
 
-const { values } = parseArgs({
-  options: {
-    upstream: { type: "string" },
-    ca: { type: "string" },
-    token: { type: "string", default: "bench-static-token" },
-    port: { type: "string", default: "0" },
-    servername: { type: "string", default: "localhost" },
-  },
-});
-if (!values.upstream || !values.ca) {
-  process.stderr.write("usage: undici-forwarder.mjs --upstream URL --ca FILE [--token T]\n");
-  process.exit(2);
-}
+const values = readBaselineArgs("undici-forwarder.mjs");
 
 const upstream = new URL(values.upstream);
 const pool = new Pool(upstream.origin, {
@@ -95,13 +83,10 @@ const server = createServer((req, res) => {
 });
 server.keepAliveTimeout = 60_000;
 server.listen(Number(values.port), "127.0.0.1", () => {
-  process.stdout.write(`FORWARDER_READY ${JSON.stringify({ port: server.address().port })}\n`);
+  announceReady("FORWARDER_READY", server.address().port);
 });
-for (const signal of ["SIGTERM", "SIGINT"]) {
-  process.on(signal, () => {
-    server.closeAllConnections();
-    server.close();
-    pool.destroy().finally(() => process.exit(0));
-    setTimeout(() => process.exit(0), 1000).unref();
-  });
-}
+exitOnSignal(() => {
+  server.closeAllConnections();
+  server.close();
+  return pool.destroy();
+});

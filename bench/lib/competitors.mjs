@@ -53,27 +53,34 @@ export function describeDirect(upstream) {
   return { ...describe("direct", "direct (ceiling)", upstream.url, upstream.child, false) };
 }
 
-/** (c) The minimal undici forwarder. */
-export async function startUndiciForwarder({ core, upstream, certs }) {
-  const { child, port } = await startNodeScript(
-    core,
-    "baselines/undici-forwarder.mjs",
-    ["--upstream", upstream.url, "--ca", certs.caFile, "--token", STATIC_TOKEN],
-    "FORWARDER_READY",
-  );
-  return describe("undici", "undici forwarder", `http://127.0.0.1:${port}`, child, true);
+/** A Node baseline in bench/baselines/ (their shared command line: lib/baseline-cli.mjs). */
+function nodeBaseline(key, label, script, readyTag) {
+  return async ({ core, upstream, certs }) => {
+    const { child, port } = await startNodeScript(
+      core,
+      `baselines/${script}`,
+      ["--upstream", upstream.url, "--ca", certs.caFile, "--token", STATIC_TOKEN],
+      readyTag,
+    );
+    return describe(key, label, `http://127.0.0.1:${port}`, child, true);
+  };
 }
 
+/** (c) The minimal undici forwarder. */
+export const startUndiciForwarder = nodeBaseline(
+  "undici",
+  "undici forwarder",
+  "undici-forwarder.mjs",
+  "FORWARDER_READY",
+);
+
 /** (d) fastify + @fastify/http-proxy. */
-export async function startFastifyProxy({ core, upstream, certs }) {
-  const { child, port } = await startNodeScript(
-    core,
-    "baselines/fastify-http-proxy.mjs",
-    ["--upstream", upstream.url, "--ca", certs.caFile, "--token", STATIC_TOKEN],
-    "FASTIFY_READY",
-  );
-  return describe("fastify", "fastify-http-proxy", `http://127.0.0.1:${port}`, child, true);
-}
+export const startFastifyProxy = nodeBaseline(
+  "fastify",
+  "fastify-http-proxy",
+  "fastify-http-proxy.mjs",
+  "FASTIFY_READY",
+);
 
 /** (b) nginx, master + one worker; CPU and RSS are summed over both. */
 export async function startNginx({ core, upstream, certs, nginxPath, dir, control }) {

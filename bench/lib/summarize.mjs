@@ -21,26 +21,27 @@ export function spread(values) {
   return { median: median(finite), min: Math.min(...finite), max: Math.max(...finite) };
 }
 
-function ratiosWithin(cells, competitor, reference, field) {
+/**
+ * `spread` of `compare(a, b)` over the rounds where both `competitor` (a) and `reference` (b)
+ * measured `field`; a comparison that returns null is left out.
+ */
+function comparedWithin(cells, competitor, reference, field, compare) {
   const rounds = new Set(cells.map((c) => c.round));
-  const ratios = [];
+  const values = [];
   for (const round of rounds) {
     const a = cells.find((c) => c.round === round && c.competitor === competitor)?.[field];
     const b = cells.find((c) => c.round === round && c.competitor === reference)?.[field];
-    if (typeof a === "number" && typeof b === "number" && b > 0) ratios.push(a / b);
+    if (typeof a === "number" && typeof b === "number") values.push(compare(a, b));
   }
-  return spread(ratios);
+  return spread(values);
+}
+
+function ratiosWithin(cells, competitor, reference, field) {
+  return comparedWithin(cells, competitor, reference, field, (a, b) => (b > 0 ? a / b : null));
 }
 
 function differencesWithin(cells, competitor, reference, field) {
-  const rounds = new Set(cells.map((c) => c.round));
-  const diffs = [];
-  for (const round of rounds) {
-    const a = cells.find((c) => c.round === round && c.competitor === competitor)?.[field];
-    const b = cells.find((c) => c.round === round && c.competitor === reference)?.[field];
-    if (typeof a === "number" && typeof b === "number") diffs.push(a - b);
-  }
-  return spread(diffs);
+  return comparedWithin(cells, competitor, reference, field, (a, b) => a - b);
 }
 
 function inverse(s) {

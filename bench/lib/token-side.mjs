@@ -71,27 +71,12 @@ function fireAll(sockets, port, path) {
 
 /**
  * 1,000 (or `concurrency`) concurrent requests to a freshly started bearer-proxy configured with
- * `token.prefetch: false`. Resolves `{concurrency, tokenRequests, statuses, p50Ms, p99Ms, maxMs}`.
+ * `token.prefetch: false`; `world` is what `startBearerProxy` takes (core, upstream, emulator,
+ * certs, dir, control). Resolves `{concurrency, tokenRequests, statuses, p50Ms, p99Ms, maxMs}`.
  */
-export async function measureColdBurst({
-  core,
-  upstream,
-  emulator,
-  certs,
-  dir,
-  control,
-  concurrency,
-}) {
-  const proxy = await startBearerProxy({
-    core,
-    upstream,
-    emulator,
-    certs,
-    dir,
-    control,
-    prefetch: false,
-    tag: "-cold",
-  });
+export async function measureColdBurst({ concurrency, ...world }) {
+  const { upstream, emulator, control } = world;
+  const proxy = await startBearerProxy({ ...world, prefetch: false, tag: "-cold" });
   try {
     await control.postJson(`${emulator.url}/_emulator/reset-stats`);
     await upstream.reset();
@@ -118,27 +103,14 @@ export async function measureColdBurst({
   }
 }
 
-/** Start bearer-proxy (default config, token prefetched) `samples` times; spawn → /readyz 200. */
-export async function measureStartToReady({
-  core,
-  upstream,
-  emulator,
-  certs,
-  dir,
-  control,
-  samples,
-}) {
+/**
+ * Start bearer-proxy (default config, token prefetched) `samples` times; spawn → /readyz 200.
+ * `world` as for `measureColdBurst`.
+ */
+export async function measureStartToReady({ samples, ...world }) {
   const readyMs = [];
   for (let i = 0; i < samples; i++) {
-    const proxy = await startBearerProxy({
-      core,
-      upstream,
-      emulator,
-      certs,
-      dir,
-      control,
-      tag: `-ready${i}`,
-    });
+    const proxy = await startBearerProxy({ ...world, tag: `-ready${i}` });
     readyMs.push(proxy.readyMs);
     await proxy.stop();
   }

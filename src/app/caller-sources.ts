@@ -43,7 +43,15 @@ export function buildCallerSources(deps: { logger: Logger; metrics: Metrics }): 
     const key = keyOf(config);
     if (key === undefined) return undefined;
     let loading = authenticators.get(key);
-    if (!loading) {
+    if (loading) {
+      // Kept across the reload: re-read its files now, so rules checked against today's users
+      // file meet today's users (the poll would catch up within a second).
+      const kept = loading;
+      loading = kept.then(async (authenticator) => {
+        await authenticator.refresh();
+        return authenticator;
+      });
+    } else {
       loading = import("../callers/authenticate.js").then(({ createCallerAuthenticator }) =>
         createCallerAuthenticator({ callers: config.callers, logger: deps.logger }),
       );

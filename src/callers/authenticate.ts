@@ -25,6 +25,11 @@ export interface CallerAuthenticator {
    * same uncached value share one verification; failures are not cached.
    */
   authenticate(header: string): Promise<Authentication>;
+  /**
+   * Read the users and JWKS files now rather than at the next poll: a reload whose new rules
+   * name a user just added to the file must not answer 407 until then.
+   */
+  refresh(): Promise<void>;
   /** Stop the sources this authenticator built (file polls, JWKS connections). */
   close(): Promise<void>;
 }
@@ -143,6 +148,9 @@ export function createCallerAuthenticator(
         inFlight.set(key, pending);
       }
       return pending;
+    },
+    async refresh() {
+      await Promise.all([users?.check(), serviceAccounts?.check()]);
     },
     async close() {
       cache.clear();

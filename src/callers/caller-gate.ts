@@ -134,8 +134,9 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
         message: "the caller's credential could not be verified",
       };
     }
-    if (authentication.ok) deps.throttle.recordSuccess(peer);
-    else deps.throttle.recordFailure(peer);
+    // A success does not forgive earlier failures: one valid account must not let an address
+    // keep guessing others' passwords (the window ends them on its own).
+    if (!authentication.ok) deps.throttle.recordFailure(peer);
     return decide(upstream, policy, peer, authentication);
   }
 
@@ -150,8 +151,8 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
       if (header === undefined || !policy.needsCredential) {
         return decide(upstream, policy, peer, undefined);
       }
-      const cached = authenticator?.peek(header);
-      if (cached) return decide(upstream, policy, peer, cached);
+      // A blocked address gets nothing, not even a credential someone else proved: else the
+      // block would answer "right" fast for every password in the cache.
       const blockedSeconds = deps.throttle.blockedFor(peer);
       if (blockedSeconds > 0) {
         return deny(upstream, "throttled", {
@@ -162,6 +163,8 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
           caller: addressLabel(peer),
         });
       }
+      const cached = authenticator?.peek(header);
+      if (cached) return decide(upstream, policy, peer, cached);
       return verifyThenDecide(upstream, policy, peer, header);
     },
     rulesOf(upstream) {

@@ -25,14 +25,25 @@ describe.skipIf(skip)("/quitquitquit against a hostile page in a real browser", 
 </form>
 <script>
   document.getElementById("f").submit();
-  fetch(${JSON.stringify(target)}, { method: "POST", mode: "no-cors", body: "{}" }).catch(() => {});
-  fetch(${JSON.stringify(target)}, {
-    method: "POST", headers: { "content-type": "application/json" }, body: "{}",
-  }).catch(() => {});
-  fetch(${JSON.stringify(target)}, {
-    method: "POST", mode: "no-cors", headers: { "x-requested-with": "XMLHttpRequest" },
-  }).catch(() => {});
-  setTimeout(() => { document.title = "done"; }, 1500);
+  // The form's answer has arrived once the frame holds the admin origin's page (cross-origin).
+  const formAnswered = new Promise((resolve) => {
+    const poll = () => {
+      try { void frames.sink.document; setTimeout(poll, 10); } catch (error) {
+        if (error.name === "SecurityError") resolve(); else setTimeout(poll, 10);
+      }
+    };
+    poll();
+  });
+  Promise.allSettled([
+    formAnswered,
+    fetch(${JSON.stringify(target)}, { method: "POST", mode: "no-cors", body: "{}" }),
+    fetch(${JSON.stringify(target)}, {
+      method: "POST", headers: { "content-type": "application/json" }, body: "{}",
+    }),
+    fetch(${JSON.stringify(target)}, {
+      method: "POST", mode: "no-cors", headers: { "x-requested-with": "XMLHttpRequest" },
+    }),
+  ]).then(() => { document.title = "done"; });
 </script>`;
     page = createServer((_req, res) => {
       res.writeHead(200, { "content-type": "text/html" });

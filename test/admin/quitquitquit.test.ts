@@ -6,6 +6,9 @@ import { buildTestAdmin, type TestAdmin } from "./helpers.js";
 /** What `curl -X POST -H 'content-type: application/json' http://localhost:9901/…` sends. */
 const JSON_REQUEST = { "content-type": "application/json", host: "localhost:9901" };
 
+/** The admin server quits after answering: let that turn come before counting quits. */
+const afterAnswer = () => new Promise((resolve) => setImmediate(resolve));
+
 describe("POST /quitquitquit", () => {
   let admin: TestAdmin | undefined;
   afterEach(async () => {
@@ -13,19 +16,25 @@ describe("POST /quitquitquit", () => {
     admin = undefined;
   });
 
+  /** POST /quitquitquit to this test's admin server as `remoteAddress` would. */
+  function postQuit(remoteAddress: string, headers: Record<string, string>, payload?: string) {
+    return admin!.app.inject({
+      method: "POST",
+      url: "/quitquitquit",
+      remoteAddress,
+      headers,
+      ...(payload === undefined ? {} : { payload }),
+    });
+  }
+
   it.each(["127.0.0.1", "127.3.2.1", "::1", "::ffff:127.0.0.1"])(
     "accepts %s with 202 and quits after answering",
     async (remoteAddress) => {
       admin = buildTestAdmin();
-      const res = await admin.app.inject({
-        method: "POST",
-        url: "/quitquitquit",
-        remoteAddress,
-        headers: JSON_REQUEST,
-      });
+      const res = await postQuit(remoteAddress, JSON_REQUEST);
       expect(res.statusCode).toBe(202);
       expect(res.json()).toEqual({ status: "quitting" });
-      await new Promise((resolve) => setImmediate(resolve));
+      await afterAnswer();
       expect(admin.quitCalls()).toBe(1);
     },
   );
@@ -34,16 +43,14 @@ describe("POST /quitquitquit", () => {
     "refuses %s with 403 and does not quit",
     async (remoteAddress) => {
       admin = buildTestAdmin();
-      const res = await admin.app.inject({
-        method: "POST",
-        url: "/quitquitquit",
-        remoteAddress,
-        // A forged header must not make a remote caller look local.
-        headers: { ...JSON_REQUEST, "x-forwarded-for": "127.0.0.1" },
+      // A forged header must not make a remote caller look local.
+      const res = await postQuit(remoteAddress, {
+        ...JSON_REQUEST,
+        "x-forwarded-for": "127.0.0.1",
       });
       expect(res.statusCode).toBe(403);
       expect(res.json().error.code).toBe("forbidden");
-      await new Promise((resolve) => setImmediate(resolve));
+      await afterAnswer();
       expect(admin.quitCalls()).toBe(0);
       expect(admin.logLines.join("")).toContain("refused /quitquitquit");
     },
@@ -62,15 +69,10 @@ describe("POST /quitquitquit", () => {
     ["a POST with no content type", {}],
   ])("refuses %s from loopback with 403 and does not quit", async (_case, headers) => {
     admin = buildTestAdmin();
-    const res = await admin.app.inject({
-      method: "POST",
-      url: "/quitquitquit",
-      remoteAddress: "127.0.0.1",
-      headers: headers as Record<string, string>,
-    });
+    const res = await postQuit("127.0.0.1", headers as Record<string, string>);
     expect(res.statusCode).toBe(403);
     expect(res.json().error.code).toBe("forbidden");
-    await new Promise((resolve) => setImmediate(resolve));
+    await afterAnswer();
     expect(admin.quitCalls()).toBe(0);
   });
 
@@ -78,26 +80,14 @@ describe("POST /quitquitquit", () => {
     "accepts the loopback Host %s",
     async (host) => {
       admin = buildTestAdmin();
-      const res = await admin.app.inject({
-        method: "POST",
-        url: "/quitquitquit",
-        remoteAddress: "127.0.0.1",
-        headers: { ...JSON_REQUEST, host },
-      });
+      const res = await postQuit("127.0.0.1", { ...JSON_REQUEST, host });
       expect(res.statusCode).toBe(202);
     },
   );
 
   it("a JSON body, or an empty one, is fine; a broken one is a 400", async () => {
     admin = buildTestAdmin();
-    const send = (payload: string) =>
-      admin!.app.inject({
-        method: "POST",
-        url: "/quitquitquit",
-        remoteAddress: "127.0.0.1",
-        headers: JSON_REQUEST,
-        payload,
-      });
+    const send = (payload: string) => postQuit("127.0.0.1", JSON_REQUEST, payload);
     expect((await send("{not json")).statusCode).toBe(400);
     expect((await send("")).statusCode).toBe(202);
     expect((await send("{}")).statusCode).toBe(202);
@@ -106,15 +96,10 @@ describe("POST /quitquitquit", () => {
   it("calls onQuit once however often it is asked", async () => {
     admin = buildTestAdmin();
     for (let i = 0; i < 3; i++) {
-      const res = await admin.app.inject({
-        method: "POST",
-        url: "/quitquitquit",
-        remoteAddress: "127.0.0.1",
-        headers: { "x-requested-with": "curl" },
-      });
+      const res = await postQuit("127.0.0.1", { "x-requested-with": "curl" });
       expect(res.statusCode).toBe(202);
     }
-    await new Promise((resolve) => setImmediate(resolve));
+    await afterAnswer();
     expect(admin.quitCalls()).toBe(1);
   });
 

@@ -1,28 +1,7 @@
-import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { bearerGetArgs, curl, curlWithStatus, exec, tokenRequestArgs } from "../helpers/curl.js";
 import { JWT, useCliProcesses } from "./helpers.js";
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Run a program (curl, sh) with a clean environment; never throws on a non-zero exit. */
-function exec(file: string, args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      file,
-      args,
-      { env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 15_000 },
-      (error, stdout, stderr) => {
-        const code = error ? (typeof error.code === "number" ? error.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
 
 /** The shell lines `emulate` prints under a heading, continuation lines joined back up. */
 function printedBlock(stdout: string, heading: string): string {
@@ -49,59 +28,26 @@ describe("bearer-proxy emulate, driven with curl", () => {
     expect(url).not.toMatch(/:0$/);
     expect(existsSync(caFile)).toBe(true);
 
-    const token = await exec("curl", [
-      "-sS",
-      "--cacert",
-      caFile,
-      "-X",
-      "POST",
-      `${url}/iam/v1/oauth2/token`,
-      "-H",
-      "Content-Type: application/x-www-form-urlencoded;charset=UTF-8",
-      "--data",
-      "grant_type=client_credentials&client_id=demo-client&client_secret=demo-secret",
-    ]);
+    const token = await curl(tokenRequestArgs(url, caFile));
     expect(token.code).toBe(0);
     const grant = JSON.parse(token.stdout) as Record<string, unknown>;
     expect(grant).toMatchObject({ token_type: "Bearer", expires_in: 599 });
     expect(grant.access_token).toMatch(JWT);
 
-    const api = await exec("curl", [
-      "-sS",
-      "-w",
-      "\n%{http_code}",
-      "--cacert",
-      caFile,
-      "-H",
-      `Authorization: Bearer ${String(grant.access_token)}`,
-      `${url}/platform/v1/spreadsheets/x`,
-    ]);
+    const api = await curlWithStatus(
+      bearerGetArgs(`${url}/platform/v1/spreadsheets/x`, caFile, String(grant.access_token)),
+    );
     expect(api.code).toBe(0);
-    const [apiBody, apiStatus] = api.stdout.split("\n");
-    expect(apiStatus).toBe("200");
-    expect(JSON.parse(apiBody ?? "")).toMatchObject({ id: "x", title: "Spreadsheet x" });
+    expect(api.status).toBe("200");
+    expect(JSON.parse(api.body)).toMatchObject({ id: "x", title: "Spreadsheet x" });
 
     // A wrong secret is refused the RFC 6749 way.
-    const refused = await exec("curl", [
-      "-sS",
-      "-w",
-      "\n%{http_code}",
-      "--cacert",
-      caFile,
-      "-X",
-      "POST",
-      `${url}/iam/v1/oauth2/token`,
-      "-H",
-      "Content-Type: application/x-www-form-urlencoded;charset=UTF-8",
-      "--data",
-      "grant_type=client_credentials&client_id=demo-client&client_secret=nope",
-    ]);
-    const [refusedBody, refusedStatus] = refused.stdout.split("\n");
-    expect(refusedStatus).toBe("401");
-    expect(JSON.parse(refusedBody ?? "")).toMatchObject({ error: "invalid_client" });
+    const refused = await curlWithStatus(tokenRequestArgs(url, caFile, "nope"));
+    expect(refused.status).toBe("401");
+    expect(JSON.parse(refused.body)).toMatchObject({ error: "invalid_client" });
 
     // Without the CA, curl does not trust the emulator: exit 60 (peer certificate not verified).
-    const untrusted = await exec("curl", ["-sS", `${url}/platform/v1/spreadsheets/x`]);
+    const untrusted = await curl([`${url}/platform/v1/spreadsheets/x`]);
     expect(untrusted.code).toBe(60);
 
     // The curl lines it printed work as printed, for both API versions.

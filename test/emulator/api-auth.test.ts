@@ -1,7 +1,7 @@
 import { request } from "undici";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { SCRIPTING_PREVIEW_HEADER } from "../../src/config/api-versions.js";
-import { fetchEmulatorToken, undiciAgentFor, useEmulator } from "../helpers/emulator.js";
+import { fetchEmulatorToken, useEmulator, useEmulatorAgent } from "../helpers/emulator.js";
 
 const START_MS = Date.UTC(2026, 9, 1, 12, 0, 0);
 const PREVIEW = { "x-version": SCRIPTING_PREVIEW_HEADER };
@@ -9,15 +9,13 @@ const PREVIEW = { "x-version": SCRIPTING_PREVIEW_HEADER };
 describe("API routes demand exactly one valid bearer token for their version", () => {
   let nowMs = START_MS;
   const emulator = useEmulator({ now: () => nowMs }, { each: true });
-  let agent: ReturnType<typeof undiciAgentFor>;
+  const agent = useEmulatorAgent(emulator, { each: true });
   beforeEach(() => {
     nowMs = START_MS;
-    agent = undiciAgentFor(emulator());
-    return () => agent.close();
   });
 
   async function get(path: string, headers: Record<string, string | string[]>) {
-    const response = await request(`${emulator().url}${path}`, { dispatcher: agent, headers });
+    const response = await request(`${emulator().url}${path}`, { dispatcher: agent(), headers });
     return {
       status: response.statusCode,
       headers: response.headers,
@@ -26,7 +24,7 @@ describe("API routes demand exactly one valid bearer token for their version", (
   }
 
   it("serves the default version's spreadsheet with a default token", async () => {
-    const token = await fetchEmulatorToken(emulator(), agent);
+    const token = await fetchEmulatorToken(emulator(), agent());
     const answer = await get("/platform/v1/spreadsheets/sheet%201?fields=all", {
       authorization: `Bearer ${token}`,
     });
@@ -36,14 +34,14 @@ describe("API routes demand exactly one valid bearer token for their version", (
   });
 
   it("serves the preview's scripts with a preview token and the X-Version header", async () => {
-    const token = await fetchEmulatorToken(emulator(), agent, { preview: true });
+    const token = await fetchEmulatorToken(emulator(), agent(), { preview: true });
     const answer = await get("/scripts", { authorization: `Bearer ${token}`, ...PREVIEW });
     expect(answer.status).toBe(200);
     expect(Array.isArray(answer.json.scripts)).toBe(true);
   });
 
   it("refuses malformed Authorization headers with 401 invalid_token", async () => {
-    const token = await fetchEmulatorToken(emulator(), agent);
+    const token = await fetchEmulatorToken(emulator(), agent());
     const malformed: (string | string[] | undefined)[] = [
       undefined,
       `Bearer  ${token}`,
@@ -77,7 +75,7 @@ describe("API routes demand exactly one valid bearer token for their version", (
 
   it("refuses a token once it has expired by the injected clock", async () => {
     emulator().setTokenLifetime(60);
-    const token = await fetchEmulatorToken(emulator(), agent);
+    const token = await fetchEmulatorToken(emulator(), agent());
     nowMs += 59_000;
     expect(
       (await get("/platform/v1/spreadsheets/1", { authorization: `Bearer ${token}` })).status,
@@ -89,7 +87,7 @@ describe("API routes demand exactly one valid bearer token for their version", (
   });
 
   it("expires default tokens 600 s after issue", async () => {
-    const token = await fetchEmulatorToken(emulator(), agent);
+    const token = await fetchEmulatorToken(emulator(), agent());
     nowMs += 599_999;
     expect(
       (await get("/platform/v1/spreadsheets/1", { authorization: `Bearer ${token}` })).status,
@@ -101,19 +99,19 @@ describe("API routes demand exactly one valid bearer token for their version", (
   });
 
   it("refuses every token issued before revokeAllTokens, and accepts new ones", async () => {
-    const before = await fetchEmulatorToken(emulator(), agent);
+    const before = await fetchEmulatorToken(emulator(), agent());
     emulator().revokeAllTokens();
     const answer = await get("/platform/v1/spreadsheets/1", { authorization: `Bearer ${before}` });
     expect(answer.status).toBe(401);
     expect(answer.json.error_description).toBe("token revoked");
-    const after = await fetchEmulatorToken(emulator(), agent);
+    const after = await fetchEmulatorToken(emulator(), agent());
     expect(
       (await get("/platform/v1/spreadsheets/1", { authorization: `Bearer ${after}` })).status,
     ).toBe(200);
   });
 
   it("refuses tokens of another emulator and tampered tokens", async () => {
-    const token = await fetchEmulatorToken(emulator(), agent);
+    const token = await fetchEmulatorToken(emulator(), agent());
     const [header, payload, signature] = token.split(".") as [string, string, string];
     const claims = JSON.parse(Buffer.from(payload, "base64url").toString());
     const forged = `${header}.${Buffer.from(JSON.stringify({ ...claims, exp: claims.exp + 3600 })).toString("base64url")}.${signature}`;
@@ -128,8 +126,8 @@ describe("API routes demand exactly one valid bearer token for their version", (
   });
 
   it("refuses a token issued for the other API version", async () => {
-    const defaultToken = await fetchEmulatorToken(emulator(), agent);
-    const previewToken = await fetchEmulatorToken(emulator(), agent, { preview: true });
+    const defaultToken = await fetchEmulatorToken(emulator(), agent());
+    const previewToken = await fetchEmulatorToken(emulator(), agent(), { preview: true });
     const scripts = await get("/scripts", { authorization: `Bearer ${defaultToken}`, ...PREVIEW });
     expect(scripts.status).toBe(401);
     expect(scripts.json.error_description).toMatch(/^token issued for another API version/);
@@ -140,8 +138,8 @@ describe("API routes demand exactly one valid bearer token for their version", (
   });
 
   it("answers 400 when the X-Version header does not fit the route", async () => {
-    const previewToken = await fetchEmulatorToken(emulator(), agent, { preview: true });
-    const defaultToken = await fetchEmulatorToken(emulator(), agent);
+    const previewToken = await fetchEmulatorToken(emulator(), agent(), { preview: true });
+    const defaultToken = await fetchEmulatorToken(emulator(), agent());
     expect((await get("/scripts", { authorization: `Bearer ${previewToken}` })).status).toBe(400);
     expect(
       (
@@ -160,13 +158,13 @@ describe("API routes demand exactly one valid bearer token for their version", (
   });
 
   it("answers 404 for unknown paths and 405 for other methods", async () => {
-    const token = await fetchEmulatorToken(emulator(), agent);
+    const token = await fetchEmulatorToken(emulator(), agent());
     const missing = await get("/platform/v1/nothing", { authorization: `Bearer ${token}` });
     expect(missing.status).toBe(404);
     expect(missing.json.error).toBe("not_found");
     const response = await request(`${emulator().url}/platform/v1/spreadsheets/1`, {
       method: "DELETE",
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { authorization: `Bearer ${token}` },
     });
     expect(response.statusCode).toBe(405);
@@ -177,17 +175,13 @@ describe("API routes demand exactly one valid bearer token for their version", (
 
 describe("setTokenLifetime", () => {
   const emulator = useEmulator();
-  let agent: ReturnType<typeof undiciAgentFor>;
-  beforeAll(() => {
-    agent = undiciAgentFor(emulator());
-  });
-  afterAll(() => agent.close());
+  const agent = useEmulatorAgent(emulator);
 
   it("changes expires_in of later tokens and refuses nonsense", async () => {
     emulator().setTokenLifetime(120);
     const response = await request(`${emulator().url}/iam/v1/oauth2/token`, {
       method: "POST",
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { "content-type": "application/json" },
       body: '{"grant_type":"client_credentials","client_id":"demo-client","client_secret":"demo-secret"}',
     });

@@ -1,21 +1,17 @@
-import { type Agent, request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fetchEmulatorToken, undiciAgentFor, useEmulator } from "../helpers/emulator.js";
+import { request } from "undici";
+import { describe, expect, it } from "vitest";
+import { fetchEmulatorToken, useEmulator, useEmulatorAgent } from "../helpers/emulator.js";
 
 const FORM = "application/x-www-form-urlencoded;charset=UTF-8";
 
 describe("control over HTTP under /_emulator/", () => {
   const emulator = useEmulator();
-  let agent: Agent;
-  beforeAll(() => {
-    agent = undiciAgentFor(emulator());
-  });
-  afterAll(() => agent.close());
+  const agent = useEmulatorAgent(emulator);
 
   async function control(method: "GET" | "POST", path: string) {
     const response = await request(`${emulator().url}/_emulator/${path}`, {
       method,
-      dispatcher: agent,
+      dispatcher: agent(),
     });
     return {
       status: response.statusCode,
@@ -25,10 +21,10 @@ describe("control over HTTP under /_emulator/", () => {
 
   it("reports, resets stats and counts API requests and 401s", async () => {
     await control("POST", "reset-stats");
-    const token = await fetchEmulatorToken(emulator(), agent);
+    const token = await fetchEmulatorToken(emulator(), agent());
     for (const authorization of [`Bearer ${token}`, "Bearer nope"]) {
       const response = await request(`${emulator().url}/platform/v1/spreadsheets/1`, {
-        dispatcher: agent,
+        dispatcher: agent(),
         headers: { authorization },
       });
       await response.body.dump();
@@ -46,10 +42,10 @@ describe("control over HTTP under /_emulator/", () => {
   });
 
   it("revokes tokens", async () => {
-    const token = await fetchEmulatorToken(emulator(), agent);
+    const token = await fetchEmulatorToken(emulator(), agent());
     expect((await control("POST", "revoke")).status).toBe(200);
     const response = await request(`${emulator().url}/platform/v1/spreadsheets/1`, {
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { authorization: `Bearer ${token}` },
     });
     expect(response.statusCode).toBe(401);
@@ -63,7 +59,7 @@ describe("control over HTTP under /_emulator/", () => {
     });
     const response = await request(`${emulator().url}/iam/v1/oauth2/token`, {
       method: "POST",
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { "content-type": FORM },
       body: "grant_type=client_credentials&client_id=demo-client&client_secret=demo-secret",
     });
@@ -88,17 +84,13 @@ describe("control over HTTP under /_emulator/", () => {
 
 describe("control from code", () => {
   const emulator = useEmulator();
-  let agent: Agent;
-  beforeAll(() => {
-    agent = undiciAgentFor(emulator());
-  });
-  afterAll(() => agent.close());
+  const agent = useEmulatorAgent(emulator);
 
   it("rotates client secrets with setClients", async () => {
-    await fetchEmulatorToken(emulator(), agent);
+    await fetchEmulatorToken(emulator(), agent());
     emulator().setClients([{ clientId: "demo-client", clientSecret: "rotated" }]);
-    await expect(fetchEmulatorToken(emulator(), agent)).rejects.toThrow(/401/);
-    await fetchEmulatorToken(emulator(), agent, { clientSecret: "rotated" });
+    await expect(fetchEmulatorToken(emulator(), agent())).rejects.toThrow(/401/);
+    await fetchEmulatorToken(emulator(), agent(), { clientSecret: "rotated" });
     expect(() => emulator().setClients([{ clientId: "x", clientSecret: "" }])).toThrow(TypeError);
     emulator().setClients([{ clientId: "demo-client", clientSecret: "demo-secret" }]);
   });
@@ -109,20 +101,20 @@ describe("control from code", () => {
       res.writeHead(503, { "retry-after": "1" });
       res.end("down");
     });
-    await expect(fetchEmulatorToken(emulator(), agent)).rejects.toThrow();
-    await expect(fetchEmulatorToken(emulator(), agent, { preview: true })).rejects.toThrow();
+    await expect(fetchEmulatorToken(emulator(), agent())).rejects.toThrow();
+    await expect(fetchEmulatorToken(emulator(), agent(), { preview: true })).rejects.toThrow();
     expect(emulator().stats().tokenRequests).toMatchObject({ total: 2, default: 1, preview: 1 });
     emulator().setTokenFault(() => {
       throw new Error("fault handler bug");
     });
     const response = await request(`${emulator().url}/iam/v1/oauth2/token`, {
       method: "POST",
-      dispatcher: agent,
+      dispatcher: agent(),
       body: "",
     });
     expect(response.statusCode).toBe(500);
     await response.body.dump();
     emulator().setTokenFault(undefined);
-    await fetchEmulatorToken(emulator(), agent);
+    await fetchEmulatorToken(emulator(), agent());
   });
 });

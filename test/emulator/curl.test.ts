@@ -3,45 +3,22 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { SCRIPTING_PREVIEW_HEADER } from "../../src/config/api-versions.js";
 import { describeEmulator } from "../../src/emulator/emulator.js";
+import { bearerGetArgs, curl, tokenRequestArgs } from "../helpers/curl.js";
 import { useEmulator } from "../helpers/emulator.js";
 
 const run = promisify(execFile);
-
-async function curl(args: string[]): Promise<{ code: number; stdout: string }> {
-  try {
-    const { stdout } = await run("curl", ["-sS", ...args], { timeout: 10_000 });
-    return { code: 0, stdout };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string };
-    return { code: failed.code, stdout: failed.stdout };
-  }
-}
 
 describe("real clients: curl --cacert", () => {
   const emulator = useEmulator();
 
   it("gets a default token with a form body and reads a spreadsheet", async () => {
     const { url, caFile } = emulator();
-    const token = await curl([
-      "--cacert",
-      caFile,
-      "-X",
-      "POST",
-      `${url}/iam/v1/oauth2/token`,
-      "-H",
-      "Content-Type: application/x-www-form-urlencoded;charset=UTF-8",
-      "--data",
-      "grant_type=client_credentials&client_id=demo-client&client_secret=demo-secret",
-    ]);
+    const token = await curl(tokenRequestArgs(url, caFile));
     expect(token.code).toBe(0);
     const { access_token } = JSON.parse(token.stdout);
-    const sheet = await curl([
-      "--cacert",
-      caFile,
-      "-H",
-      `Authorization: Bearer ${access_token}`,
-      `${url}/platform/v1/spreadsheets/abc`,
-    ]);
+    const sheet = await curl(
+      bearerGetArgs(`${url}/platform/v1/spreadsheets/abc`, caFile, access_token),
+    );
     expect(JSON.parse(sheet.stdout)).toMatchObject({ id: "abc" });
   });
 

@@ -1,19 +1,14 @@
 import { connect } from "node:net";
 import { connect as tlsConnect } from "node:tls";
-import type { Agent } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fetchEmulatorToken, undiciAgentFor, useEmulator } from "../helpers/emulator.js";
+import { describe, expect, it } from "vitest";
+import { fetchEmulatorToken, useEmulator, useEmulatorAgent } from "../helpers/emulator.js";
 import { rawExchange } from "./raw-tls.js";
 
 const FORM = "application/x-www-form-urlencoded;charset=UTF-8";
 
 describe("the emulator survives hostile input", () => {
   const emulator = useEmulator();
-  let agent: Agent;
-  beforeAll(() => {
-    agent = undiciAgentFor(emulator());
-  });
-  afterAll(() => agent.close());
+  const agent = useEmulatorAgent(emulator);
 
   it("answers 400 to malformed request lines and 431 to huge headers", async () => {
     expect(await rawExchange(emulator(), "GARBAGE\r\n\r\n")).toMatch(/^HTTP\/1\.1 400 /);
@@ -59,7 +54,7 @@ describe("the emulator survives hostile input", () => {
       "POST /echo/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
       100,
     );
-    await fetchEmulatorToken(emulator(), agent);
+    await fetchEmulatorToken(emulator(), agent());
   });
 
   it("answers binary garbage and NUL bytes in token bodies with 400", async () => {
@@ -78,6 +73,6 @@ describe("the emulator survives hostile input", () => {
       );
       expect(answer, target).toMatch(/^HTTP\/1\.1 (400|404) /);
     }
-    await fetchEmulatorToken(emulator(), agent);
+    await fetchEmulatorToken(emulator(), agent());
   });
 });

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { Readable } from "node:stream";
 import { request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { SCRIPTING_PREVIEW_HEADER } from "../../src/config/api-versions.js";
 import {
   DOWNLOAD_PATTERN_PERIOD,
@@ -9,20 +9,18 @@ import {
   sha256OfDownload,
 } from "../../src/emulator/download-pattern.js";
 import type { EchoResponse } from "../../src/emulator/test-routes.js";
-import { fetchEmulatorToken, undiciAgentFor, useEmulator } from "../helpers/emulator.js";
+import { fetchEmulatorToken, useEmulator, useEmulatorAgent } from "../helpers/emulator.js";
 import { rawExchange } from "./raw-tls.js";
 
 describe("test routes", () => {
   const emulator = useEmulator();
-  let agent: ReturnType<typeof undiciAgentFor>;
+  const agent = useEmulatorAgent(emulator);
   let token: string;
   let previewToken: string;
   beforeAll(async () => {
-    agent = undiciAgentFor(emulator());
-    token = await fetchEmulatorToken(emulator(), agent);
-    previewToken = await fetchEmulatorToken(emulator(), agent, { preview: true });
+    token = await fetchEmulatorToken(emulator(), agent());
+    previewToken = await fetchEmulatorToken(emulator(), agent(), { preview: true });
   });
-  afterAll(() => agent.close());
 
   it("echoes the raw request target byte for byte and the raw headers in order", async () => {
     const target = "/echo/a%2Fb//c;d?x=1+2&y=%zz";
@@ -55,7 +53,7 @@ describe("test routes", () => {
     for (let i = 0; i < 10; i++) expected.update(chunk);
     const response = await request(`${emulator().url}/echo/upload`, {
       method: "PUT",
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { authorization: `Bearer ${token}` },
       body: Readable.from(
         (async function* () {
@@ -75,19 +73,19 @@ describe("test routes", () => {
 
   it("accepts a preview token on test routes only with the preview X-Version", async () => {
     const ok = await request(`${emulator().url}/echo/x`, {
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { authorization: `Bearer ${previewToken}`, "x-version": SCRIPTING_PREVIEW_HEADER },
     });
     expect(ok.statusCode).toBe(200);
     await ok.body.dump();
     const without = await request(`${emulator().url}/echo/x`, {
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { authorization: `Bearer ${previewToken}` },
     });
     expect(without.statusCode).toBe(401);
     await without.body.dump();
     const defaultWithHeader = await request(`${emulator().url}/echo/x`, {
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { authorization: `Bearer ${token}`, "x-version": SCRIPTING_PREVIEW_HEADER },
     });
     expect(defaultWithHeader.statusCode).toBe(401);
@@ -97,7 +95,7 @@ describe("test routes", () => {
   it("streams the documented download pattern with a Content-Length", async () => {
     const bytes = 3 * 1024 * 1024 + 17;
     const response = await request(`${emulator().url}/download/${bytes}`, {
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { authorization: `Bearer ${token}` },
     });
     expect(response.statusCode).toBe(200);
@@ -121,7 +119,7 @@ describe("test routes", () => {
   it("honours backpressure: a stalled 1 GiB download holds little memory", async () => {
     const before = process.memoryUsage();
     const response = await request(`${emulator().url}/download/${1024 ** 3}`, {
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { authorization: `Bearer ${token}` },
     });
     const iterator = response.body[Symbol.asyncIterator]();
@@ -136,7 +134,7 @@ describe("test routes", () => {
 
   it("answers 400 to a download size that is not a number", async () => {
     const response = await request(`${emulator().url}/download/12abc`, {
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { authorization: `Bearer ${token}` },
     });
     expect(response.statusCode).toBe(400);
@@ -145,7 +143,7 @@ describe("test routes", () => {
 
   it("redirects with 307 to example.invalid (and undici does not follow it)", async () => {
     const response = await request(`${emulator().url}/redirect`, {
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { authorization: `Bearer ${token}` },
     });
     expect(response.statusCode).toBe(307);
@@ -163,7 +161,7 @@ describe("test routes", () => {
 
   it("puts every test route behind the bearer check", async () => {
     for (const path of ["/echo/x", "/download/10", "/redirect", "/set-cookies"]) {
-      const response = await request(`${emulator().url}${path}`, { dispatcher: agent });
+      const response = await request(`${emulator().url}${path}`, { dispatcher: agent() });
       expect(response.statusCode, path).toBe(401);
       await response.body.dump();
     }

@@ -1,7 +1,7 @@
 import { request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SCRIPTING_PREVIEW_HEADER } from "../../src/config/api-versions.js";
-import { undiciAgentFor, useEmulator } from "../helpers/emulator.js";
+import { useEmulator, useEmulatorAgent } from "../helpers/emulator.js";
 
 const FORM = "application/x-www-form-urlencoded;charset=UTF-8";
 const NOW_MS = Date.UTC(2026, 9, 1, 12, 0, 0, 250);
@@ -13,11 +13,7 @@ describe("token endpoint accepts SPEC-conformant requests", () => {
     now: () => NOW_MS,
     clients: [{ clientId: "demo-client", clientSecret: "demo-secret" }, ODD],
   });
-  let agent: ReturnType<typeof undiciAgentFor>;
-  beforeAll(() => {
-    agent = undiciAgentFor(emulator());
-  });
-  afterAll(() => agent.close());
+  const agent = useEmulatorAgent(emulator);
 
   const versions = [
     { name: "default", path: "/iam/v1/oauth2/token", headers: {}, ver: "2022-01-01" },
@@ -58,7 +54,7 @@ describe("token endpoint accepts SPEC-conformant requests", () => {
       it(`issues a ${version.name} token for a ${encoding.name} request`, async () => {
         const response = await request(`${emulator().url}${version.path}`, {
           method: "POST",
-          dispatcher: agent,
+          dispatcher: agent(),
           headers: { ...version.headers, ...encoding.headers },
           body: encoding.body,
         });
@@ -103,7 +99,7 @@ describe("token endpoint accepts SPEC-conformant requests", () => {
     ]) {
       const response = await request(`${emulator().url}/iam/v1/oauth2/token`, {
         method: "POST",
-        dispatcher: agent,
+        dispatcher: agent(),
         headers: { "content-type": contentType },
         body: "grant_type=client_credentials&client_id=demo-client&client_secret=demo-secret&audience=x&resource=https%3A%2F%2Fapi&",
       });
@@ -117,7 +113,7 @@ describe("token endpoint accepts SPEC-conformant requests", () => {
       "grant_type=client_credentials&client_id=odd+client%3A1&client_secret=p%2Bs%26w%3Drd%25+%3A%C3%BC%E2%82%AC";
     const response = await request(`${emulator().url}/iam/v1/oauth2/token`, {
       method: "POST",
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: { "content-type": FORM },
       body,
     });
@@ -133,7 +129,7 @@ describe("token endpoint accepts SPEC-conformant requests", () => {
     for (const [requested, granted] of Object.entries(scopes)) {
       const response = await request(`${emulator().url}/iam/v1/oauth2/token`, {
         method: "POST",
-        dispatcher: agent,
+        dispatcher: agent(),
         headers: { "content-type": "application/json" },
         body: JSON.stringify({
           grant_type: "client_credentials",
@@ -149,7 +145,7 @@ describe("token endpoint accepts SPEC-conformant requests", () => {
   it("accepts a body client_id equal to the HTTP Basic one", async () => {
     const response = await request(`${emulator().url}/iam/v1/oauth2/token`, {
       method: "POST",
-      dispatcher: agent,
+      dispatcher: agent(),
       headers: {
         "content-type": FORM,
         authorization: `Basic ${Buffer.from("demo-client:demo-secret").toString("base64")}`,
@@ -166,7 +162,7 @@ describe("token endpoint accepts SPEC-conformant requests", () => {
       for (const encoding of encodings) {
         const response = await request(`${emulator().url}${version.path}`, {
           method: "POST",
-          dispatcher: agent,
+          dispatcher: agent(),
           headers: { ...version.headers, ...encoding.headers },
           body: encoding.body,
         });

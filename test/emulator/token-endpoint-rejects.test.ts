@@ -1,7 +1,7 @@
 import { request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SCRIPTING_PREVIEW_HEADER } from "../../src/config/api-versions.js";
-import { undiciAgentFor, useEmulator } from "../helpers/emulator.js";
+import { useEmulator, useEmulatorAgent } from "../helpers/emulator.js";
 import { rawExchange } from "./raw-tls.js";
 
 const FORM = "application/x-www-form-urlencoded;charset=UTF-8";
@@ -231,18 +231,14 @@ const cases: Case[] = [
 
 describe("token endpoint rejects non-conformant requests", () => {
   const emulator = useEmulator();
-  let agent: ReturnType<typeof undiciAgentFor>;
-  beforeAll(() => {
-    agent = undiciAgentFor(emulator());
-  });
-  afterAll(() => agent.close());
+  const agent = useEmulatorAgent(emulator);
 
   for (const c of cases) {
     it(`answers ${c.status} ${c.error} to ${c.name}`, async () => {
       const method = c.method ?? "POST";
       const response = await request(`${emulator().url}${c.path ?? DEFAULT_PATH}`, {
         method: method as "POST",
-        dispatcher: agent,
+        dispatcher: agent(),
         headers: c.headers ?? { "content-type": FORM },
         body: method === "GET" ? undefined : (c.body ?? GOOD),
       });
@@ -267,7 +263,7 @@ describe("token endpoint rejects non-conformant requests", () => {
     for (const c of cases.slice(0, 5)) {
       const response = await request(`${emulator().url}${c.path ?? DEFAULT_PATH}`, {
         method: (c.method ?? "POST") as "POST",
-        dispatcher: agent,
+        dispatcher: agent(),
         headers: c.headers ?? { "content-type": FORM },
         body: c.method === "GET" ? undefined : (c.body ?? GOOD),
       });

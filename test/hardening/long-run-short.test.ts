@@ -3,12 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmulator } from "../../src/emulator/emulator.js";
 import type { Emulator } from "../../src/emulator/types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
+import { startTlsEmulator } from "../helpers/emulator.js";
 import { createTestPki } from "../helpers/tls.js";
+import { sleep } from "../helpers/wait.js";
 import { startTokenTap, type TapExchange, type TokenTap } from "./support/token-tap.js";
-import { type Answer, runLoad, sleep } from "./support/traffic.js";
+import { type Answer, runLoad } from "./support/traffic.js";
 
 /**
  * Issue 9, "long runs", short variant (the long one is `npm run soak`): 15 s of constant load
@@ -65,10 +66,7 @@ describe("long run, short variant", () => {
 
   beforeAll(async () => {
     const pki = await createTestPki();
-    emulator = await startEmulator({
-      host: "127.0.0.1",
-      port: 0,
-      tls: { certPem: pki.good.certPem, keyPem: pki.good.keyPem, caPem: pki.caPem },
+    emulator = await startTlsEmulator(pki, {
       clients: [OLD],
       tokenLifetimeSeconds: EXPIRES_IN_S + 1,
     });

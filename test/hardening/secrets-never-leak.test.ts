@@ -1,7 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Agent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmulator } from "../../src/emulator/emulator.js";
 import type { Emulator } from "../../src/emulator/types.js";
 import { type RunningProxy, startProxy } from "../../src/main.js";
 import { formEncode } from "../../src/token/client-credentials.js";
@@ -10,9 +9,11 @@ import {
   type LoadedTestConfig,
   loadTestConfig,
 } from "../helpers/app-under-test.js";
+import { startTlsEmulator } from "../helpers/emulator.js";
 import { createTestPki, type TestPki } from "../helpers/tls.js";
+import { sleep, waitFor } from "../helpers/wait.js";
 import { startTokenTap, type TokenTap } from "./support/token-tap.js";
-import { type Answer, send, sleep, waitFor } from "./support/traffic.js";
+import { type Answer, send } from "./support/traffic.js";
 
 /**
  * Issue 9, "leak nothing": one full life of a proxy — token fetches for three credentials (form
@@ -94,10 +95,7 @@ describe("secrets never leak", () => {
 
   beforeAll(async () => {
     pki = await createTestPki();
-    emulator = await startEmulator({
-      host: "127.0.0.1",
-      port: 0,
-      tls: { certPem: pki.good.certPem, keyPem: pki.good.keyPem, caPem: pki.caPem },
+    emulator = await startTlsEmulator(pki, {
       clients: [{ clientId: CLIENT_ID, clientSecret: SECRET }],
       // expires_in 2 s: several fetches per credential during the scenario.
       tokenLifetimeSeconds: 3,

@@ -1,11 +1,18 @@
 import { Agent, type Dispatcher } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmulator } from "../../src/emulator/emulator.js";
 import type { Emulator, TokenFaultHandler } from "../../src/emulator/types.js";
 import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/app-under-test.js";
+import { startTlsEmulator } from "../helpers/emulator.js";
 import { startFakeUpstream } from "../helpers/fake-upstreams.js";
 import { createTestPki, type TestPki } from "../helpers/tls.js";
-import { type Scenario, startScenario } from "./support/scenario.js";
+import { sleep, waitFor } from "../helpers/wait.js";
+import {
+  caseClient,
+  caseUpstream,
+  type Scenario,
+  startScenario,
+  withScenario,
+} from "./support/scenario.js";
 import { COLD_CASES, dispatchByClient, json, MARK, WARM_CASES } from "./support/token-faults.js";
 import { startTokenTap, type TokenTap } from "./support/token-tap.js";
 import {
@@ -15,8 +22,6 @@ import {
   recordingFault,
   runLoad,
   send,
-  sleep,
-  waitFor,
 } from "./support/traffic.js";
 
 /**
@@ -113,25 +118,16 @@ describe("token endpoint trouble, proxy cold (no token yet)", () => {
   const caseOf = (clientId: string) => recorded[Number(clientId.slice("case-".length))];
 
   beforeAll(async () => {
-    emulator = await startEmulator({
-      host: "127.0.0.1",
-      port: 0,
-      tls: { certPem: pki.good.certPem, keyPem: pki.good.keyPem, caPem: pki.caPem },
-      clients: COLD_CASES.map((_c, i) => ({ clientId: `case-${i}`, clientSecret: `secret-${i}` })),
+    emulator = await startTlsEmulator(pki, {
+      clients: COLD_CASES.map((_c, i) => caseClient("case", i)),
     });
     emulator.setTokenFault(dispatchByClient(caseOf));
     aut = await startAppUnderTest({
       caPem: pki.caPem,
       config: {
-        upstreams: COLD_CASES.map((_c, i) => ({
-          name: `case-${i}`,
-          baseUrl: emulator.url,
-          clientId: `case-${i}`,
-          clientSecret: `secret-${i}`,
-          match: { pathPrefix: `/case-${i}/` },
-          stripPrefix: true,
-          token: TOKEN,
-        })),
+        upstreams: COLD_CASES.map((_c, i) =>
+          caseUpstream("case", i, { baseUrl: emulator.url, token: TOKEN }),
+        ),
       },
     });
     agent = new Agent({ connections: 96 });
@@ -208,12 +204,9 @@ describe("token endpoint trouble, one world per case", () => {
     try {
       for (const status of [307, 308]) {
         const recorded = recordingFault(redirect(status));
-        const scenario = await startScenario({ pki, fault: recorded, token: TOKEN });
-        try {
-          const answers = await runLoad({
-            urls: [scenario.url("/echo/r")],
+        await withScenario({ pki, fault: recorded, token: TOKEN }, async (scenario) => {
+          const answers = await scenario.load("/echo/r", {
             concurrency: 2,
-            dispatcher: scenario.agent,
             durationMs: 800,
             pauseMs: 20,
           });
@@ -224,9 +217,7 @@ describe("token endpoint trouble, one world per case", () => {
             ),
           );
           expect(recorded.times.length).toBeGreaterThanOrEqual(1);
-        } finally {
-          await scenario.close();
-        }
+        });
       }
       await sleep(100);
       expect(thief.connections()).toBe(0);
@@ -247,12 +238,8 @@ describe("token endpoint trouble, one world per case", () => {
       );
       // A generous timeout: on a starved CPU a 300 ms one can expire before the answer is read,
       // and a timeout (rightly) gets the short backoff instead of Retry-After.
-      const scenario = await startScenario({
-        pki,
-        fault: recorded,
-        token: { ...TOKEN, timeout: "3s" },
-      });
-      try {
+      const options = { pki, fault: recorded, token: { ...TOKEN, timeout: "3s" } };
+      await withScenario(options, async (scenario) => {
         const lastError = () =>
           scenario.aut.app.tokens.statuses().get("api")!.lastError?.message ?? "";
         await waitFor(
@@ -261,7 +248,7 @@ describe("token endpoint trouble, one world per case", () => {
         );
         expect(recorded.times).toHaveLength(1);
         // The next attempt is beyond the wait bound: clients are told at once, with the delay.
-        const answer = await send(scenario.url("/echo/ra"), { dispatcher: scenario.agent });
+        const answer = await scenario.send("/echo/ra");
         expectDocumentedError([answer], 503, "token_unavailable");
         expect(answer.endMs - answer.startMs).toBeLessThan(WAIT_TIMEOUT_MS - 200);
         expect(Number(answer.headers["retry-after"])).toBeGreaterThanOrEqual(1);
@@ -273,25 +260,21 @@ describe("token endpoint trouble, one world per case", () => {
         );
         scenario.emulator.setTokenFault(undefined);
         await expectRecovery(scenario);
-      } finally {
-        await scenario.close();
-      }
+      });
     },
   );
 
   it.concurrent("invalid_client (a real wrong secret) → 502 token_rejected, a slow backoff and one clear log line per attempt", async () => {
     // A generous timeout, so every attempt reads its 401 even on a starved CPU.
-    const scenario = await startScenario({
+    const options = {
       pki,
       token: { ...TOKEN, timeout: "3s" },
       client: { clientId: "demo-client", clientSecret: "the-right-secret" },
       upstream: { clientSecret: "a-wrong-secret" },
-    });
-    try {
-      const answers = await runLoad({
-        urls: [scenario.url("/echo/ic")],
+    };
+    await withScenario(options, async (scenario) => {
+      const answers = await scenario.load("/echo/ic", {
         concurrency: 4,
-        dispatcher: scenario.agent,
         durationMs: 2_000,
         pauseMs: 10,
       });
@@ -317,9 +300,7 @@ describe("token endpoint trouble, one world per case", () => {
       }
       scenario.emulator.setClients([{ clientId: "demo-client", clientSecret: "a-wrong-secret" }]);
       await expectRecovery(scenario);
-    } finally {
-      await scenario.close();
-    }
+    });
   });
 
   it.concurrent("a response slower than the timeout fails; one just below it succeeds", async () => {
@@ -334,12 +315,12 @@ describe("token endpoint trouble, one world per case", () => {
       configureTap: (tap) => (tap.delayMs = 600),
     });
     try {
-      const ok = await send(slow.url("/echo/slow"), { dispatcher: slow.agent });
+      const ok = await slow.send("/echo/slow");
       expect(ok.status).toBe(200);
       expect(slow.aut.app.tokens.statuses().get("api")!.lastFetchDurationMs).toBeGreaterThanOrEqual(
         590,
       );
-      const failed = await send(tooSlow.url("/echo/slow"), { dispatcher: tooSlow.agent });
+      const failed = await tooSlow.send("/echo/slow");
       expectDocumentedError([failed], 503, "token_unavailable");
       expect(failureLog(tooSlow.aut.records, "api")).toContainEqual(
         expect.stringMatching(/did not answer within 300 ms/),
@@ -351,12 +332,9 @@ describe("token endpoint trouble, one world per case", () => {
 
   it.concurrent("an endpoint down for a while, then back: requests succeed again without a restart", async () => {
     const recorded = recordingFault(json(503, { error: "temporarily_unavailable" }));
-    const scenario = await startScenario({ pki, fault: recorded, token: TOKEN });
-    try {
-      const during = await runLoad({
-        urls: [scenario.url("/echo/down")],
+    await withScenario({ pki, fault: recorded, token: TOKEN }, async (scenario) => {
+      const during = await scenario.load("/echo/down", {
         concurrency: 2,
-        dispatcher: scenario.agent,
         durationMs: 1_000,
         pauseMs: 20,
       });
@@ -366,57 +344,42 @@ describe("token endpoint trouble, one world per case", () => {
       await expectRecovery(scenario, 3_000);
       // Worst case: the attempt under way (≤ timeout) plus one full backoff (≤ maxBackoff).
       expect(Date.now() - backAtMs).toBeLessThan(300 + 1_000 + SLACK_MS);
-      const after = await runLoad({
-        urls: [scenario.url("/echo/up")],
-        concurrency: 2,
-        dispatcher: scenario.agent,
-        durationMs: 300,
-      });
+      const after = await scenario.load("/echo/up", { concurrency: 2, durationMs: 300 });
       expect(after.every((a) => a.status === 200)).toBe(true);
-    } finally {
-      await scenario.close();
-    }
+    });
   });
 });
 
 describe("odd but usable expires_in (a real token, rewritten by a tap)", () => {
   it.concurrent("huge expires_in is clamped to 24 h with a warning", async () => {
-    const scenario = await startScenario({
+    const options = {
       pki,
       token: TOKEN,
-      configureTap: (tap) => (tap.rewrite = (b) => ({ ...b, expires_in: 10 ** 9 })),
-    });
-    try {
-      expect((await send(scenario.url("/echo/huge"), { dispatcher: scenario.agent })).status).toBe(
-        200,
-      );
+      configureTap: (tap: TokenTap) => (tap.rewrite = (b) => ({ ...b, expires_in: 10 ** 9 })),
+    };
+    await withScenario(options, async (scenario) => {
+      expect((await scenario.send("/echo/huge")).status).toBe(200);
       const expiresAt = scenario.aut.app.tokens.statuses().get("api")!.expiresAtWallMs!;
       expect(Math.abs(expiresAt - (Date.now() + 24 * 3_600_000))).toBeLessThan(60_000);
       const warnings = logsMatching(scenario.aut.records, /expires_in above 24 h; clamped/);
       expect(warnings).toHaveLength(1);
       expect(warnings[0]!.level).toBe("warn");
-    } finally {
-      await scenario.close();
-    }
+    });
   });
 
   it.concurrent("missing expires_in → the configured default lifetime", async () => {
-    const scenario = await startScenario({
+    const options = {
       pki,
       token: { ...TOKEN, defaultExpiresIn: "42s" },
       configureTap: (tap: TokenTap) => (tap.rewrite = ({ expires_in: _dropped, ...rest }) => rest),
-    });
-    try {
-      expect(
-        (await send(scenario.url("/echo/default"), { dispatcher: scenario.agent })).status,
-      ).toBe(200);
+    };
+    await withScenario(options, async (scenario) => {
+      expect((await scenario.send("/echo/default")).status).toBe(200);
       const expiresAt = scenario.aut.app.tokens.statuses().get("api")!.expiresAtWallMs!;
       expect(Math.abs(expiresAt - (Date.now() + 42_000))).toBeLessThan(2_000);
       expect(logsMatching(scenario.aut.records, "assuming the default")).toHaveLength(1);
       expect(scenario.tap!.exchanges.every((e) => e.expiresIn === undefined)).toBe(true);
-    } finally {
-      await scenario.close();
-    }
+    });
   });
 });
 
@@ -439,11 +402,8 @@ describe("a valid cached token keeps being used while the token endpoint is in t
   let lines: string[] = [];
 
   beforeAll(async () => {
-    const emulator = await startEmulator({
-      host: "127.0.0.1",
-      port: 0,
-      tls: { certPem: pki.good.certPem, keyPem: pki.good.keyPem, caPem: pki.caPem },
-      clients: WARM_CASES.map((_c, i) => ({ clientId: `warm-${i}`, clientSecret: `secret-${i}` })),
+    const emulator = await startTlsEmulator(pki, {
+      clients: WARM_CASES.map((_c, i) => caseClient("warm", i)),
       // expires_in 2 s → usable for 1.8 s (10% margin); refresh planned at 25–30% of the lifetime.
       tokenLifetimeSeconds: 3,
     });
@@ -451,16 +411,13 @@ describe("a valid cached token keeps being used while the token endpoint is in t
     const aut = await startAppUnderTest({
       caPem: pki.caPem,
       config: {
-        upstreams: WARM_CASES.map((_c, i) => ({
-          name: `warm-${i}`,
-          baseUrl: emulator.url,
-          tokenUrl: tap.tokenUrl,
-          clientId: `warm-${i}`,
-          clientSecret: `secret-${i}`,
-          match: { pathPrefix: `/warm-${i}/` },
-          stripPrefix: true,
-          token: { ...TOKEN, refreshWindow: [0.25, 0.3] },
-        })),
+        upstreams: WARM_CASES.map((_c, i) =>
+          caseUpstream("warm", i, {
+            baseUrl: emulator.url,
+            tokenUrl: tap.tokenUrl,
+            token: { ...TOKEN, refreshWindow: [0.25, 0.3] },
+          }),
+        ),
       },
     });
     const agent = new Agent({ connections: 32 });

@@ -1,9 +1,9 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Agent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmulator } from "../../src/emulator/emulator.js";
 import type { Emulator } from "../../src/emulator/types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
+import { startTlsEmulator } from "../helpers/emulator.js";
 import {
   closedPort,
   defaultRoutes,
@@ -11,16 +11,9 @@ import {
   startFakeUpstream,
 } from "../helpers/fake-upstreams.js";
 import { createTestPki, type TestPki } from "../helpers/tls.js";
+import { sleep, waitFor } from "../helpers/wait.js";
 import { type RacyUpstream, startRacyUpstream } from "./support/racy-upstream.js";
-import {
-  type Answer,
-  errorBody,
-  openFds,
-  runLoad,
-  send,
-  sleep,
-  waitFor,
-} from "./support/traffic.js";
+import { type Answer, errorBody, openFds, runLoad, send } from "./support/traffic.js";
 
 /**
  * Issue 9, "upstream trouble", through the whole app with real tokens from the emulator: every
@@ -50,11 +43,7 @@ function closeAfterEveryResponse(req: IncomingMessage, res: ServerResponse): voi
 
 beforeAll(async () => {
   pki = await createTestPki();
-  emulator = await startEmulator({
-    host: "127.0.0.1",
-    port: 0,
-    tls: { certPem: pki.good.certPem, keyPem: pki.good.keyPem, caPem: pki.caPem },
-  });
+  emulator = await startTlsEmulator(pki);
   [badCa, wrongHost, expired, flaky, closer, racy, stale] = await Promise.all([
     startFakeUpstream({ cert: pki.otherCa }),
     startFakeUpstream({ cert: pki.wrongHost }),
@@ -255,14 +244,14 @@ describe("upstream trouble, whole app", () => {
 
   it("after a lull every pooled connection is stale: a GET still succeeds (retried on a fresh connection)", async () => {
     // Four connections in the pool (the upstream answers after 100 ms, so four concurrent
-    // requests need four), then 300 ms of silence: the upstream has closed all four, its FINs
-    // still in flight when the next request comes (the classic "502 after idle" of proxies).
+    // requests need four), then silence until the upstream has closed all four (200 ms idle),
+    // their FINs still in flight when the next request comes (the classic "502 after idle").
     const primed = await Promise.all(
       [0, 1, 2, 3].map(() => send(`${aut.url}/stale/prime`, { dispatcher: agent })),
     );
     expect(primed.map((a) => a.status)).toEqual([200, 200, 200, 200]);
     expect(stale.connections()).toBe(4);
-    await sleep(300);
+    await waitFor(() => stale.idleCloses() === 4, "the upstream to close all four while idle");
     const answer = await get("/stale/after-lull");
     expect(stale.racesLost()).toBeGreaterThanOrEqual(1);
     expect(`${answer.status} ${answer.code ?? ""}`).toBe("200 ");

@@ -1,8 +1,9 @@
 import { Agent, request } from "undici";
-import { afterAll, afterEach, beforeAll, beforeEach } from "vitest";
 import { SCRIPTING_PREVIEW_HEADER } from "../../src/config/api-versions.js";
 import { DEMO_CLIENT, startEmulator } from "../../src/emulator/emulator.js";
 import type { Emulator, EmulatorOptions } from "../../src/emulator/types.js";
+import type { TestPki } from "./tls.js";
+import { useResource } from "./use-resource.js";
 
 /**
  * Start an emulator on 127.0.0.1, a free port, for the enclosing describe block (or each test
@@ -12,30 +13,49 @@ export function useEmulator(
   options: EmulatorOptions = {},
   lifecycle: { each?: boolean } = {},
 ): () => Emulator {
-  let emulator: Emulator | undefined;
-  const start = async () => {
-    emulator = await startEmulator({ host: "127.0.0.1", port: 0, ...options });
-  };
-  const stop = async () => {
-    await emulator?.close();
-    emulator = undefined;
-  };
-  if (lifecycle.each) {
-    beforeEach(start);
-    afterEach(stop);
-  } else {
-    beforeAll(start);
-    afterAll(stop);
-  }
-  return () => {
-    if (!emulator) throw new Error("useEmulator: the emulator is only available inside tests");
-    return emulator;
-  };
+  return useResource(
+    "useEmulator: the emulator",
+    () => startEmulator({ host: "127.0.0.1", port: 0, ...options }),
+    (emulator) => emulator.close(),
+    lifecycle,
+  );
+}
+
+/**
+ * An emulator on 127.0.0.1, a free port, serving the test PKI's good certificate (so a proxy
+ * given `pki.caPem` trusts it). Close it.
+ */
+export function startTlsEmulator(
+  pki: TestPki,
+  options: Omit<EmulatorOptions, "tls"> = {},
+): Promise<Emulator> {
+  return startEmulator({
+    host: "127.0.0.1",
+    port: 0,
+    tls: { certPem: pki.good.certPem, keyPem: pki.good.keyPem, caPem: pki.caPem },
+    ...options,
+  });
 }
 
 /** A dedicated undici Agent that trusts the emulator's CA (never the global dispatcher). Close it. */
 export function undiciAgentFor(emulator: Emulator, options: Agent.Options = {}): Agent {
   return new Agent({ ...options, connect: { ...options.connect, ca: emulator.caPem } });
+}
+
+/**
+ * An `undiciAgentFor` the emulator of `useEmulator`, made once it runs and closed afterwards; pass
+ * the same `{ each: true }` as to `useEmulator`. Returns a getter: call it inside tests.
+ */
+export function useEmulatorAgent(
+  emulator: () => Emulator,
+  lifecycle: { each?: boolean } = {},
+): () => Agent {
+  return useResource(
+    "useEmulatorAgent: the agent",
+    () => undiciAgentFor(emulator()),
+    (agent) => agent.close(),
+    lifecycle,
+  );
 }
 
 /** Get a token the straightforward way (form body, demo client by default); throws unless 200. */

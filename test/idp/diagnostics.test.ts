@@ -4,32 +4,21 @@
  * it reaches the log line, /status `lastError` and `bearer-proxy check`; when the id or secret
  * holds characters that form encoding changes, the hint names `basicEncoding`.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { runCheck } from "../../src/commands/check.js";
 import { capture } from "../commands/helpers.js";
 import { loadTestConfig, startAppUnderTest } from "../helpers/app-under-test.js";
 import { apigee } from "./profiles/apigee.js";
 import { inHouseLegacy, SPECIAL_CLIENT } from "./profiles/in-house-legacy.js";
 import type { IdpProfile } from "./support/idp-kit.js";
-import { startProfileServer, upstreamFile } from "./support/run-profile.js";
+import { type RunningProfile, upstreamFile, useProfileServer } from "./support/run-profile.js";
 
 const WRONG_SECRET = "Wr0ngSecretValue";
 const APIGEE_EXCERPT = '{"ErrorCode":"invalid_client","Error":"ClientId is Invalid"}';
 
-function useProfile(profile: IdpProfile) {
-  let running: Awaited<ReturnType<typeof startProfileServer>> | undefined;
-  beforeAll(async () => {
-    running = await startProfileServer(profile);
-  });
-  afterAll(async () => {
-    await running?.close();
-  });
-  return () => running!;
-}
-
 async function check(
   profile: IdpProfile,
-  running: Awaited<ReturnType<typeof startProfileServer>>,
+  running: RunningProfile,
   extra: Parameters<typeof upstreamFile>[2],
 ) {
   const loaded = await loadTestConfig({
@@ -51,7 +40,7 @@ async function check(
 }
 
 describe("Apigee with a wrong secret", () => {
-  const running = useProfile(apigee);
+  const running = useProfileServer(apigee);
 
   it("the proxy logs and reports the excerpt; clients get the coded error without it", async () => {
     const aut = await startAppUnderTest({
@@ -114,7 +103,7 @@ describe("Apigee with a wrong secret", () => {
 });
 
 describe("an old server that does not form-decode Basic credentials", () => {
-  const running = useProfile(inHouseLegacy);
+  const running = useProfileServer(inHouseLegacy);
 
   it("check: the hint names basicEncoding: raw, and the HTML page is shown as text", async () => {
     const { code, stdout } = await check(inHouseLegacy, running(), {

@@ -1,68 +1,51 @@
 import { connect } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
+import { describe, expect, it } from "vitest";
 import { rawRequest } from "../helpers/raw-http.js";
-import { createTestPki } from "../helpers/tls.js";
-import { requestLogs, startTestProxy, type TestProxy } from "./harness.js";
-import { createStubTokens } from "./stub-tokens.js";
+import { useStubProxy } from "../helpers/stub-proxy.js";
+import { waitFor } from "../helpers/wait.js";
+import { requestLogs } from "./harness.js";
 
 /** Request bodies that stall or vanish: aborted, answered 408 when still possible, no leak. */
 describe("client request bodies", () => {
-  let upstream: FakeUpstream;
-  let proxy: TestProxy;
-
-  beforeAll(async () => {
-    const pki = await createTestPki();
-    upstream = await startFakeUpstream({ cert: pki.good });
-    proxy = await startTestProxy({
-      caPem: pki.caPem,
-      tokens: { u: createStubTokens() },
-      config: {
-        upstreams: [
-          {
-            name: "u",
-            baseUrl: upstream.origin,
-            replayBodyLimit: "64KiB",
-            timeouts: { bodyIdle: "400ms" },
-          },
-        ],
-      },
-    });
+  const world = useStubProxy({
+    upstream: { replayBodyLimit: "64KiB", timeouts: { bodyIdle: "400ms" } },
   });
-  afterAll(async () => {
-    await proxy.close();
-    await upstream.close();
-  });
+  /** Until the proxy has finished every request, answered or aborted. */
+  const noneInFlight = () =>
+    waitFor(() => world.proxy.listeners[0]!.proxy.inFlight() === 0, "no request in flight", 3_000);
 
   it("a small (buffered) body that stalls → 408 request_timeout, nothing forwarded", async () => {
-    const before = upstream.requests.length;
+    const before = world.upstream.requests.length;
     const exchange = await rawRequest(
-      proxy.port,
+      world.proxy.port,
       "POST /echo/stall HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789",
       { timeoutMs: 4_000 },
     );
     expect(exchange.responses[0]?.status).toBe(408);
     expect(exchange.responses[0]?.headers.get("bearer-proxy-error")).toEqual(["request_timeout"]);
     expect(exchange.closed).toBe(true);
-    expect(upstream.requests.length).toBe(before);
+    expect(world.upstream.requests.length).toBe(before);
   });
 
   it("a large (streamed) body that stalls → 408, the upstream request is aborted", async () => {
     const exchange = await rawRequest(
-      proxy.port,
+      world.proxy.port,
       `POST /echo/stall-big HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n${"a".repeat(100_000)}`,
       { timeoutMs: 4_000 },
     );
     expect(exchange.responses[0]?.status).toBe(408);
     expect(exchange.closed).toBe(true);
-    await waitFor(() => proxy.listeners[0]!.proxy.inFlight() === 0);
-    expect(requestLogs(proxy).at(-1)).toMatchObject({ status: 408, errorCode: "request_timeout" });
+    await noneInFlight();
+    expect(requestLogs(world.proxy).at(-1)).toMatchObject({
+      status: 408,
+      errorCode: "request_timeout",
+    });
   });
 
   it("a client that vanishes mid-upload aborts the upstream request", async () => {
-    const openBefore = upstream.openSockets();
+    const openBefore = world.upstream.openSockets();
     await new Promise<void>((resolve) => {
-      const socket = connect(proxy.port, "127.0.0.1", () => {
+      const socket = connect(world.proxy.port, "127.0.0.1", () => {
         socket.write(
           `POST /echo/gone HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n${"a".repeat(200_000)}`,
         );
@@ -72,14 +55,18 @@ describe("client request bodies", () => {
         }, 100);
       });
     });
-    await waitFor(() => proxy.listeners[0]!.proxy.inFlight() === 0);
-    expect(requestLogs(proxy).at(-1)).toMatchObject({ errorCode: "client_closed" });
-    await waitFor(() => upstream.openSockets() <= openBefore);
+    await noneInFlight();
+    expect(requestLogs(world.proxy).at(-1)).toMatchObject({ errorCode: "client_closed" });
+    await waitFor(
+      () => world.upstream.openSockets() <= openBefore,
+      "the upstream sockets to close",
+      3_000,
+    );
   });
 
   it("a chunked upload is streamed through intact", async () => {
     const exchange = await rawRequest(
-      proxy.port,
+      world.proxy.port,
       "POST /echo/chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
     );
     const echo = JSON.parse(exchange.responses[0]!.body);
@@ -89,12 +76,12 @@ describe("client request bodies", () => {
       .map(([n, v]: [string, string]) => `${n.toLowerCase()}: ${v}`)
       .filter((h: string) => /^(transfer-encoding|content-length):/.test(h));
     expect([["transfer-encoding: chunked"], ["content-length: 11"]]).toContainEqual(framing);
-    expect(requestLogs(proxy).at(-1)).toMatchObject({ path: "/echo/chunked", bytesIn: 11 });
+    expect(requestLogs(world.proxy).at(-1)).toMatchObject({ path: "/echo/chunked", bytesIn: 11 });
   });
 
   it("Expect: 100-continue is answered by the proxy and not forwarded", async () => {
     const exchange = await rawRequest(
-      proxy.port,
+      world.proxy.port,
       "POST /echo/expect HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\nConnection: close\r\n\r\nabc",
     );
     const final = exchange.responses.find((r) => r.status === 200)!;
@@ -103,11 +90,3 @@ describe("client request bodies", () => {
     expect(echo.headers.some(([n]: [string]) => n.toLowerCase() === "expect")).toBe(false);
   });
 });
-
-async function waitFor(condition: () => boolean, timeoutMs = 3_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

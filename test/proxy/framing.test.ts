@@ -1,9 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
+import { describe, expect, it } from "vitest";
 import { rawRequest } from "../helpers/raw-http.js";
-import { createTestPki } from "../helpers/tls.js";
-import { startTestProxy, type TestProxy } from "./harness.js";
-import { createStubTokens } from "./stub-tokens.js";
+import { useStubProxy } from "../helpers/stub-proxy.js";
 
 /**
  * Hostile or broken request framing, byte for byte (RFC 9112, issue 9). Each case: the exact
@@ -104,36 +101,22 @@ const CASES: [string, string, number, string][] = [
 ];
 
 describe("request framing", () => {
-  let upstream: FakeUpstream;
-  let proxy: TestProxy;
-
-  beforeAll(async () => {
-    const pki = await createTestPki();
-    upstream = await startFakeUpstream({ cert: pki.good });
-    proxy = await startTestProxy({
-      caPem: pki.caPem,
-      tokens: { u: createStubTokens() },
-      config: {
-        limits: {
-          headersTimeout: "1s",
-          maxHeaderCount: 100,
-          maxHeaderSize: "16KiB",
-          maxUrlLength: "8KiB",
-        },
-        upstreams: [{ name: "u", baseUrl: upstream.origin }],
+  const world = useStubProxy({
+    config: {
+      limits: {
+        headersTimeout: "1s",
+        maxHeaderCount: 100,
+        maxHeaderSize: "16KiB",
+        maxUrlLength: "8KiB",
       },
-    });
-  });
-  afterAll(async () => {
-    await proxy.close();
-    await upstream.close();
+    },
   });
 
   it.each(CASES)(
     "%s → %d %s, connection closed, nothing forwarded",
     async (_name, bytes, status, code) => {
-      const before = upstream.requests.length;
-      const exchange = await rawRequest(proxy.port, bytes);
+      const before = world.upstream.requests.length;
+      const exchange = await rawRequest(world.proxy.port, bytes);
       expect(exchange.responses).toHaveLength(1);
       const response = exchange.responses[0]!;
       expect(response.status).toBe(status);
@@ -141,13 +124,13 @@ describe("request framing", () => {
       expect(response.headers.get("connection")).toEqual(["close"]);
       expect(JSON.parse(response.body)).toEqual({ error: { code, message: expect.any(String) } });
       expect(exchange.closed).toBe(true);
-      expect(upstream.requests.length).toBe(before);
+      expect(world.upstream.requests.length).toBe(before);
     },
   );
 
   it("a client that never finishes its headers gets 408 and is disconnected", async () => {
     const startedMs = performance.now();
-    const exchange = await rawRequest(proxy.port, `GET /echo HTTP/1.1\r\n${H}X-Slow: 1\r\n`, {
+    const exchange = await rawRequest(world.proxy.port, `GET /echo HTTP/1.1\r\n${H}X-Slow: 1\r\n`, {
       timeoutMs: 5_000,
     });
     const elapsedMs = performance.now() - startedMs;
@@ -160,10 +143,10 @@ describe("request framing", () => {
 
   it("a valid request on the same listener still works (control)", async () => {
     const exchange = await rawRequest(
-      proxy.port,
+      world.proxy.port,
       `GET /echo HTTP/1.1\r\n${H}Connection: close\r\n\r\n`,
     );
     expect(exchange.responses[0]!.status).toBe(200);
-    expect(upstream.requests.at(-1)?.url).toBe("/echo");
+    expect(world.upstream.requests.at(-1)?.url).toBe("/echo");
   });
 });

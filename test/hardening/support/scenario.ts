@@ -1,9 +1,10 @@
 import { Agent } from "undici";
-import { startEmulator } from "../../../src/emulator/emulator.js";
 import type { Emulator, EmulatorClient, TokenFaultHandler } from "../../../src/emulator/types.js";
 import { type AppUnderTest, startAppUnderTest } from "../../helpers/app-under-test.js";
+import { startTlsEmulator } from "../../helpers/emulator.js";
 import type { TestPki } from "../../helpers/tls.js";
 import { startTokenTap, type TokenTap } from "./token-tap.js";
+import { type Answer, type LoadOptions, runLoad, send } from "./traffic.js";
 
 /**
  * One self-contained world per test: its own emulator (so tests can run concurrently and each
@@ -38,19 +39,53 @@ export interface Scenario {
   agent: Agent;
   /** Proxy URL of `path`. */
   url(path: string): string;
+  /** One request to `path` through the proxy, on `agent`. */
+  send(path: string): Promise<Answer>;
+  /** Constant load on `path` through the proxy, on `agent` (see `runLoad`). */
+  load(path: string, options: Omit<LoadOptions, "urls" | "dispatcher">): Promise<Answer[]>;
   close(): Promise<void>;
+}
+
+/** Run `body` in a fresh scenario, closed afterwards whatever happens. */
+export async function withScenario<T>(
+  options: ScenarioOptions,
+  body: (scenario: Scenario) => Promise<T>,
+): Promise<T> {
+  const scenario = await startScenario(options);
+  try {
+    return await body(scenario);
+  } finally {
+    await scenario.close();
+  }
+}
+
+/**
+ * Many cases in one world: case `i` of `prefix` is client `<prefix>-<i>` (secret `secret-<i>`)
+ * and upstream `<prefix>-<i>` on the path prefix `/<prefix>-<i>/`, so one emulator and one app
+ * serve them all and a fault handler can answer each client its own way.
+ */
+export function caseClient(prefix: string, i: number): EmulatorClient {
+  return { clientId: `${prefix}-${i}`, clientSecret: `secret-${i}` };
+}
+
+/** The upstream of case `i` (see `caseClient`), with `fields` such as baseUrl and token. */
+export function caseUpstream(
+  prefix: string,
+  i: number,
+  fields: Record<string, unknown>,
+): Record<string, unknown> {
+  return {
+    name: `${prefix}-${i}`,
+    ...caseClient(prefix, i),
+    match: { pathPrefix: `/${prefix}-${i}/` },
+    stripPrefix: true,
+    ...fields,
+  };
 }
 
 export async function startScenario(options: ScenarioOptions): Promise<Scenario> {
   const client = options.client ?? { clientId: "demo-client", clientSecret: "demo-secret" };
-  const emulator = await startEmulator({
-    host: "127.0.0.1",
-    port: 0,
-    tls: {
-      certPem: options.pki.good.certPem,
-      keyPem: options.pki.good.keyPem,
-      caPem: options.pki.caPem,
-    },
+  const emulator = await startTlsEmulator(options.pki, {
     clients: [client],
     tokenLifetimeSeconds: options.lifetimeSeconds ?? 600,
   });
@@ -94,7 +129,17 @@ export async function startScenario(options: ScenarioOptions): Promise<Scenario>
     cleanups.push(() => aut.close());
     const agent = new Agent({ connections: 8 });
     cleanups.push(() => agent.close());
-    return { emulator, tap, aut, agent, url: (path) => `${aut.url}${path}`, close };
+    const url = (path: string) => `${aut.url}${path}`;
+    return {
+      emulator,
+      tap,
+      aut,
+      agent,
+      url,
+      send: (path) => send(url(path), { dispatcher: agent }),
+      load: (path, load) => runLoad({ ...load, urls: [url(path)], dispatcher: agent }),
+      close,
+    };
   } catch (error) {
     await close();
     throw error;

@@ -2,11 +2,12 @@ import { readdirSync } from "node:fs";
 import type { IncomingHttpHeaders } from "node:http";
 import { type Dispatcher, request } from "undici";
 import type { TokenFaultHandler } from "../../../src/emulator/types.js";
+import { sleep } from "../../helpers/wait.js";
 
 /**
  * Client side of the hardening tests: one request through the proxy with everything a test
  * asserts on (status, headers, body, timing), a constant-load loop, a recorder for token
- * requests that hit a fault handler, and small polling helpers.
+ * requests that hit a fault handler (waiting itself is test/helpers/wait.ts).
  */
 
 export interface Answer {
@@ -121,21 +122,4 @@ export function maxInWindow(times: readonly number[], windowMs: number): number 
 /** Open file descriptors of this process (sockets included). */
 export function openFds(): number {
   return readdirSync("/proc/self/fd").length;
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Poll until `condition` holds; throws with `what` after `timeoutMs`. */
-export async function waitFor(
-  condition: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 5_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
 }

@@ -4,12 +4,16 @@
  * `"token_type": "bearer"` and `expires_in` as a string; MSIS-coded RFC 6749 errors.
  */
 import {
-  authenticate,
+  clientAuth,
+  formOnly,
+  grant,
   type IdpProfile,
-  isClientCredentialsForm,
-  json,
   jwtLike,
-} from "../support/idp-kit.js";
+  oauthError,
+  requireField,
+  tokenEndpoint,
+  wrongSecret,
+} from "./profile-kit.js";
 
 const TOKEN = jwtLike("adfs");
 
@@ -18,30 +22,32 @@ export const adfs: IdpProfile = {
   tokenPath: "/adfs/oauth2/token",
   client: { id: "b8a1f2e3-adfs-4c5d-9e0f-112233445566", secret: "AdfsGenerated_Secret-7Kq9" },
   settings: { tokenParams: { resource: "urn:contoso:files-api" } },
-  handle(request) {
-    if (!isClientCredentialsForm(request)) {
-      return json(400, {
-        error: "invalid_request",
-        error_description:
-          "MSIS9611: The authorization server received invalid client credentials.",
-      });
-    }
-    if (request.fields.get("resource") === undefined) {
-      return json(400, {
-        error: "invalid_resource",
-        error_description: "MSIS9602: The received 'resource' parameter is not a valid URI.",
-      });
-    }
-    const outcome = authenticate(this, request, { methods: ["post", "basic"] });
-    if (outcome !== "ok") {
-      return json(401, {
-        error: "invalid_client",
-        error_description:
-          "MSIS9623: The OAuth client is not authorized to access the token endpoint, or its credentials are invalid.",
-      });
-    }
-    return json(200, { access_token: TOKEN, token_type: "bearer", expires_in: "3600" });
-  },
+  handle: tokenEndpoint(
+    formOnly(
+      oauthError(
+        400,
+        "invalid_request",
+        "MSIS9611: The authorization server received invalid client credentials.",
+      ),
+    ),
+    requireField(
+      "resource",
+      oauthError(
+        400,
+        "invalid_resource",
+        "MSIS9602: The received 'resource' parameter is not a valid URI.",
+      ),
+    ),
+    clientAuth(
+      { methods: ["post", "basic"] },
+      oauthError(
+        401,
+        "invalid_client",
+        "MSIS9623: The OAuth client is not authorized to access the token endpoint, or its credentials are invalid.",
+      ),
+    ),
+    grant({ access_token: TOKEN, token_type: "bearer", expires_in: "3600" }),
+  ),
   cases: [
     {
       name: "client_secret_post: lowercase bearer and a string expires_in",
@@ -61,13 +67,6 @@ export const adfs: IdpProfile = {
         bodyExcerpt: /^\{"error":"invalid_resource","error_description":"MSIS9602/,
       },
     },
-    {
-      name: "a wrong secret",
-      settings: { clientSecret: "not-the-secret" },
-      expectError: {
-        code: "BP_ERR_TOKEN_REJECTED",
-        message: /answered 401 \(invalid_client: MSIS9623/,
-      },
-    },
+    wrongSecret("not-the-secret", /answered 401 \(invalid_client: MSIS9623/),
   ],
 };

@@ -4,23 +4,33 @@
  * `"token_type": "BearerToken"`, every number is a string, `"scope": ""`; errors are
  * `{"ErrorCode": …, "Error": …}`, not RFC 6749-shaped.
  */
-import { authenticate, type IdpProfile, json } from "../support/idp-kit.js";
+import {
+  clientAuth,
+  grant,
+  type IdpProfile,
+  json,
+  tokenEndpoint,
+  wrongSecret,
+} from "./profile-kit.js";
 
 const TOKEN = "pK9n3GAxyzKf2hT8DzYvA1bC5dE7fG9h";
+const CLIENT_ID = "Ab3dEf5gHi7jKl9mNo1pQr3sTu5vWx7y";
 
 export const apigee: IdpProfile = {
   provider: "Apigee",
   tokenPath: "/oauth/client_credential/accesstoken?grant_type=client_credentials",
-  client: { id: "Ab3dEf5gHi7jKl9mNo1pQr3sTu5vWx7y", secret: "Zy8xWv6uTs4rQp2o" },
+  client: { id: CLIENT_ID, secret: "Zy8xWv6uTs4rQp2o" },
   settings: { clientAuth: "basic", token: { acceptTokenTypes: ["Bearer", "BearerToken"] } },
-  handle(request) {
-    if (request.query.get("grant_type") !== "client_credentials") {
-      return json(400, { ErrorCode: "invalid_request", Error: "Unsupported grant type : null" });
-    }
-    if (authenticate(this, request, { methods: ["basic", "post"] }) !== "ok") {
-      return json(401, { ErrorCode: "invalid_client", Error: "ClientId is Invalid" });
-    }
-    return json(200, {
+  handle: tokenEndpoint(
+    (request) =>
+      request.query.get("grant_type") === "client_credentials"
+        ? undefined
+        : json(400, { ErrorCode: "invalid_request", Error: "Unsupported grant type : null" }),
+    clientAuth(
+      { methods: ["basic", "post"] },
+      json(401, { ErrorCode: "invalid_client", Error: "ClientId is Invalid" }),
+    ),
+    grant({
       refresh_token_expires_in: "0",
       api_product_list: "[files-product]",
       api_product_list_json: ["files-product"],
@@ -28,15 +38,15 @@ export const apigee: IdpProfile = {
       "developer.email": "dev@acme.example",
       token_type: "BearerToken",
       issued_at: "1795000000000",
-      client_id: this.client.id,
+      client_id: CLIENT_ID,
       access_token: TOKEN,
       application_name: "7c1e6b0a-files-app",
       scope: "",
       expires_in: "1799",
       refresh_count: "0",
       status: "approved",
-    });
-  },
+    }),
+  ),
   cases: [
     {
       name: "BearerToken accepted through token.acceptTokenTypes; expires_in as a string",
@@ -51,17 +61,15 @@ export const apigee: IdpProfile = {
           /token_type is "BearerToken", expected "Bearer"; if it is a bearer token, add "BearerToken" to token.acceptTokenTypes/,
       },
     },
-    {
-      name: "a wrong secret: {ErrorCode, Error} shown as a scrubbed excerpt",
-      settings: { clientSecret: "Wr0ngSecretValue" },
-      expectError: {
-        code: "BP_ERR_TOKEN_REJECTED",
-        message:
-          /answered 401 \(content type application\/json;charset=UTF-8\); the token endpoint rejected the client credentials/,
+    wrongSecret(
+      "Wr0ngSecretValue",
+      /answered 401 \(content type application\/json;charset=UTF-8\); the token endpoint rejected the client credentials/,
+      {
+        name: "a wrong secret: {ErrorCode, Error} shown as a scrubbed excerpt",
         bodyExcerpt: '{"ErrorCode":"invalid_client","Error":"ClientId is Invalid"}',
         hint: /check clientId\/clientSecret$/,
       },
-    },
+    ),
   ],
   endToEnd: true,
 };

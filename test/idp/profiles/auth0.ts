@@ -4,22 +4,26 @@
  * `401 {"error":"access_denied","error_description":"Unauthorized"}`.
  */
 import {
-  authenticate,
+  type Check,
+  clientAuth,
+  grant,
   type IdpProfile,
-  json,
   jwtLike,
-  type SeenRequest,
-} from "../support/idp-kit.js";
+  oauthError,
+  requireField,
+  tokenEndpoint,
+  wrongSecret,
+} from "./profile-kit.js";
 
 const TOKEN = jwtLike("auth0");
 
-function isTokenRequest(request: SeenRequest): boolean {
-  return (
-    (request.mediaType === "application/json" ||
-      request.mediaType === "application/x-www-form-urlencoded") &&
-    request.fields.get("grant_type") === "client_credentials"
-  );
-}
+/** A JSON or form body with grant_type=client_credentials. */
+const jsonOrForm: Check = (request) =>
+  (request.mediaType === "application/json" ||
+    request.mediaType === "application/x-www-form-urlencoded") &&
+  request.fields.get("grant_type") === "client_credentials"
+    ? undefined
+    : oauthError(400, "invalid_request", "Missing required parameter: grant_type");
 
 export const auth0: IdpProfile = {
   provider: "Auth0",
@@ -32,30 +36,19 @@ export const auth0: IdpProfile = {
     tokenRequestFormat: "json",
     tokenParams: { audience: "https://files.example.com/api" },
   },
-  handle(request) {
-    if (!isTokenRequest(request)) {
-      return json(400, {
-        error: "invalid_request",
-        error_description: "Missing required parameter: grant_type",
-      });
-    }
-    if (authenticate(this, request, { methods: ["post", "basic"] }) !== "ok") {
-      return json(401, { error: "access_denied", error_description: "Unauthorized" });
-    }
-    if (request.fields.get("audience") === undefined) {
-      return json(403, {
-        error: "access_denied",
-        error_description:
-          "No audience parameter was provided, and no default audience has been configured",
-      });
-    }
-    return json(200, {
-      access_token: TOKEN,
-      scope: "read:files",
-      expires_in: 86400,
-      token_type: "Bearer",
-    });
-  },
+  handle: tokenEndpoint(
+    jsonOrForm,
+    clientAuth({ methods: ["post", "basic"] }, oauthError(401, "access_denied", "Unauthorized")),
+    requireField(
+      "audience",
+      oauthError(
+        403,
+        "access_denied",
+        "No audience parameter was provided, and no default audience has been configured",
+      ),
+    ),
+    grant({ access_token: TOKEN, scope: "read:files", expires_in: 86400, token_type: "Bearer" }),
+  ),
   cases: [
     {
       name: "JSON body with an audience",
@@ -74,15 +67,13 @@ export const auth0: IdpProfile = {
         message: /answered 403 \(access_denied: No audience parameter was provided/,
       },
     },
-    {
-      name: "a wrong secret: 401 access_denied still gets the credentials hint",
-      settings: { clientSecret: "wrong" },
-      expectError: {
-        code: "BP_ERR_TOKEN_REJECTED",
-        message:
-          /answered 401 \(access_denied: Unauthorized\); the token endpoint rejected the client credentials/,
+    wrongSecret(
+      "wrong",
+      /answered 401 \(access_denied: Unauthorized\); the token endpoint rejected the client credentials/,
+      {
+        name: "a wrong secret: 401 access_denied still gets the credentials hint",
         hint: /check clientId\/clientSecret$/,
       },
-    },
+    ),
   ],
 };

@@ -4,75 +4,60 @@
  * number as a string (`"expires_in": "3599"`, `expires_on`, `not_before`).
  */
 import {
+  aadError,
+  aadMissingParameter,
+  formOnly,
+  grant,
   type IdpProfile,
-  isClientCredentialsForm,
-  json,
+  isClient,
   jwtLike,
   postCredentials,
-} from "../support/idp-kit.js";
+  requireField,
+  tokenEndpoint,
+} from "./profile-kit.js";
 
 const TENANT = "contoso.onmicrosoft.com";
 const TOKEN = jwtLike("azure-ad-v1");
-
-function aadError(status: number, error: string, description: string, code: number) {
-  return json(status, {
-    error,
-    error_description: `${description}\r\nTrace ID: 7d9e0f1a-2b3c-4d5e-6f70-8192a3b4c5d6\r\nTimestamp: 2026-11-23 17:00:00Z`,
-    error_codes: [code],
-    timestamp: "2026-11-23 17:00:00Z",
-  });
-}
 
 export const azureAdV1: IdpProfile = {
   provider: "Azure AD v1 endpoint",
   tokenPath: `/${TENANT}/oauth2/token`,
   client: { id: "1f0e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b", secret: "v1Secret.Value~42" },
   settings: { tokenParams: { resource: "https://management.azure.com/" } },
-  handle(request) {
-    if (!isClientCredentialsForm(request)) {
-      return aadError(
-        400,
-        "invalid_request",
-        "AADSTS900144: The request body must contain the following parameter: 'grant_type'.",
-        900144,
-      );
-    }
-    const credentials = postCredentials(request);
-    if (!credentials) {
-      return aadError(
-        401,
-        "invalid_client",
-        "AADSTS7000218: The request body must contain the following parameter: 'client_assertion' or 'client_secret'.",
-        7000218,
-      );
-    }
-    const resource = request.fields.get("resource");
-    if (resource === undefined) {
-      return aadError(
-        400,
-        "invalid_request",
-        "AADSTS900144: The request body must contain the following parameter: 'resource'.",
-        900144,
-      );
-    }
-    if (credentials.id !== this.client.id || credentials.secret !== this.client.secret) {
-      return aadError(
-        401,
-        "invalid_client",
-        "AADSTS7000215: Invalid client secret provided.",
-        7000215,
-      );
-    }
-    return json(200, {
+  handle: tokenEndpoint(
+    formOnly(aadMissingParameter("v1", "grant_type")),
+    // The v1 endpoint reads the secret from the body only; Basic is as good as nothing.
+    (request) =>
+      postCredentials(request)
+        ? undefined
+        : aadError(
+            "v1",
+            401,
+            "invalid_client",
+            "AADSTS7000218: The request body must contain the following parameter: 'client_assertion' or 'client_secret'.",
+            7000218,
+          ),
+    requireField("resource", aadMissingParameter("v1", "resource")),
+    (request, client) =>
+      isClient({ client }, postCredentials(request))
+        ? undefined
+        : aadError(
+            "v1",
+            401,
+            "invalid_client",
+            "AADSTS7000215: Invalid client secret provided.",
+            7000215,
+          ),
+    grant((request) => ({
       token_type: "Bearer",
       expires_in: "3599",
       ext_expires_in: "3599",
       expires_on: "1795000000",
       not_before: "1794996101",
-      resource,
+      resource: request.fields.get("resource"),
       access_token: TOKEN,
-    });
-  },
+    })),
+  ),
   cases: [
     {
       name: "resource in tokenParams; expires_in as a string is read",

@@ -4,12 +4,16 @@
  * `{"error":"invalid_client"}` with 400.
  */
 import {
-  authenticate,
+  clientAuth,
+  formOnly,
+  grant,
   type IdpProfile,
-  isClientCredentialsForm,
-  json,
   jwtLike,
-} from "../support/idp-kit.js";
+  oauthError,
+  scopeWithin,
+  tokenEndpoint,
+  wrongSecret,
+} from "./profile-kit.js";
 
 const TOKEN = jwtLike("cognito");
 
@@ -21,16 +25,12 @@ export const cognito: IdpProfile = {
     secret: "1abc2def3ghi4jkl5mno6pqr7stu8vwx9yz0abc1def2ghi3jk",
   },
   settings: { clientAuth: "basic", scope: "files-api/read" },
-  handle(request) {
-    if (!isClientCredentialsForm(request)) return json(400, { error: "invalid_request" });
-    if (authenticate(this, request, { methods: ["basic"] }) !== "ok") {
-      return json(400, { error: "invalid_client" });
-    }
-    const scope = request.fields.get("scope");
-    if (scope !== undefined && scope !== "files-api/read")
-      return json(400, { error: "invalid_scope" });
-    return json(200, { access_token: TOKEN, expires_in: 3600, token_type: "Bearer" });
-  },
+  handle: tokenEndpoint(
+    formOnly(oauthError(400, "invalid_request")),
+    clientAuth({ methods: ["basic"] }, oauthError(400, "invalid_client")),
+    scopeWithin("files-api/read", oauthError(400, "invalid_scope")),
+    grant({ access_token: TOKEN, expires_in: 3600, token_type: "Bearer" }),
+  ),
   cases: [
     {
       name: "client_secret_basic with a resource-server scope",
@@ -41,14 +41,10 @@ export const cognito: IdpProfile = {
       settings: { scope: "files-api/write" },
       expectError: { code: "BP_ERR_TOKEN_REJECTED", message: /answered 400 \(invalid_scope\)/ },
     },
-    {
-      name: "a wrong secret: a bare invalid_client",
-      settings: { clientSecret: "0".repeat(51) },
-      expectError: {
-        code: "BP_ERR_TOKEN_REJECTED",
-        message:
-          /answered 400 \(invalid_client\); the token endpoint rejected the client credentials: check clientId\/clientSecret$/,
-      },
-    },
+    wrongSecret(
+      "0".repeat(51),
+      /answered 400 \(invalid_client\); the token endpoint rejected the client credentials: check clientId\/clientSecret$/,
+      { name: "a wrong secret: a bare invalid_client" },
+    ),
   ],
 };

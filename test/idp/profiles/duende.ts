@@ -4,12 +4,16 @@
  * RFC 6749 errors with 400.
  */
 import {
-  authenticate,
+  clientAuth,
+  formOnly,
+  grant,
   type IdpProfile,
-  isClientCredentialsForm,
-  json,
   jwtLike,
-} from "../support/idp-kit.js";
+  oauthError,
+  scopeWithin,
+  tokenEndpoint,
+  wrongSecret,
+} from "./profile-kit.js";
 
 const TOKEN = jwtLike("duende");
 
@@ -18,19 +22,12 @@ export const duende: IdpProfile = {
   tokenPath: "/connect/token",
   client: { id: "files.proxy", secret: "Duende-Secret-Value-511536EF" },
   settings: { scope: "files.api" },
-  handle(request) {
-    if (!isClientCredentialsForm(request)) return json(400, { error: "invalid_request" });
-    if (authenticate(this, request, { methods: ["post", "basic"] }) !== "ok")
-      return json(400, { error: "invalid_client" });
-    const scope = request.fields.get("scope");
-    if (scope !== undefined && scope !== "files.api") return json(400, { error: "invalid_scope" });
-    return json(200, {
-      access_token: TOKEN,
-      expires_in: 3600,
-      token_type: "Bearer",
-      scope: "files.api",
-    });
-  },
+  handle: tokenEndpoint(
+    formOnly(oauthError(400, "invalid_request")),
+    clientAuth({ methods: ["post", "basic"] }, oauthError(400, "invalid_client")),
+    scopeWithin("files.api", oauthError(400, "invalid_scope")),
+    grant({ access_token: TOKEN, expires_in: 3600, token_type: "Bearer", scope: "files.api" }),
+  ),
   cases: [
     {
       name: "client_secret_post with an allowed scope",
@@ -51,14 +48,9 @@ export const duende: IdpProfile = {
       settings: { scope: "admin.api" },
       expectError: { code: "BP_ERR_TOKEN_REJECTED", message: /answered 400 \(invalid_scope\)/ },
     },
-    {
-      name: "a wrong secret",
-      settings: { clientSecret: "wrong" },
-      expectError: {
-        code: "BP_ERR_TOKEN_REJECTED",
-        message:
-          /answered 400 \(invalid_client\); the token endpoint rejected the client credentials: check clientId\/clientSecret$/,
-      },
-    },
+    wrongSecret(
+      "wrong",
+      /answered 400 \(invalid_client\); the token endpoint rejected the client credentials: check clientId\/clientSecret$/,
+    ),
   ],
 };

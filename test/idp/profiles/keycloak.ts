@@ -4,12 +4,15 @@
  * 401 `invalid_client`; extra fields (`refresh_expires_in`, `not-before-policy`).
  */
 import {
-  authenticate,
+  clientAuth,
+  formOnly,
+  grant,
   type IdpProfile,
-  isClientCredentialsForm,
-  json,
   jwtLike,
-} from "../support/idp-kit.js";
+  oauthError,
+  tokenEndpoint,
+  wrongSecret,
+} from "./profile-kit.js";
 
 const TOKEN = jwtLike("keycloak");
 
@@ -18,28 +21,21 @@ export const keycloak: IdpProfile = {
   tokenPath: "/realms/acme/protocol/openid-connect/token",
   client: { id: "files-proxy", secret: "kC3pV9xZ2qR7tW1yU5iO8pA4sD6fG0hJ" },
   settings: {},
-  handle(request) {
-    if (!isClientCredentialsForm(request)) {
-      return json(400, {
-        error: "invalid_request",
-        error_description: "Missing form parameter: grant_type",
-      });
-    }
-    if (authenticate(this, request, { methods: ["post", "basic"] }) !== "ok") {
-      return json(401, {
-        error: "invalid_client",
-        error_description: "Invalid client or Invalid client credentials",
-      });
-    }
-    return json(200, {
+  handle: tokenEndpoint(
+    formOnly(oauthError(400, "invalid_request", "Missing form parameter: grant_type")),
+    clientAuth(
+      { methods: ["post", "basic"] },
+      oauthError(401, "invalid_client", "Invalid client or Invalid client credentials"),
+    ),
+    grant({
       access_token: TOKEN,
       expires_in: 300,
       refresh_expires_in: 0,
       token_type: "Bearer",
       "not-before-policy": 0,
       scope: "profile email",
-    });
-  },
+    }),
+  ),
   cases: [
     {
       name: "client_secret_post",
@@ -58,13 +54,9 @@ export const keycloak: IdpProfile = {
         message: /answered 400 \(invalid_request: Missing form parameter: grant_type\)/,
       },
     },
-    {
-      name: "a wrong secret",
-      settings: { clientSecret: "nope" },
-      expectError: {
-        code: "BP_ERR_TOKEN_REJECTED",
-        message: /answered 401 \(invalid_client: Invalid client or Invalid client credentials\)/,
-      },
-    },
+    wrongSecret(
+      "nope",
+      /answered 401 \(invalid_client: Invalid client or Invalid client credentials\)/,
+    ),
   ],
 };

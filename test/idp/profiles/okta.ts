@@ -4,12 +4,17 @@
  * default for new service apps); `scope` required unless the server has default scopes.
  */
 import {
-  authenticate,
+  clientAuth,
+  formOnly,
+  grant,
   type IdpProfile,
-  isClientCredentialsForm,
   json,
   jwtLike,
-} from "../support/idp-kit.js";
+  oauthError,
+  requireField,
+  tokenEndpoint,
+  wrongSecret,
+} from "./profile-kit.js";
 
 const TOKEN = jwtLike("okta");
 
@@ -18,36 +23,36 @@ export const okta: IdpProfile = {
   tokenPath: "/oauth2/default/v1/token",
   client: { id: "0oa1b2c3d4e5f6g7h8i9", secret: "Okta_Secret-abcdefghijklmnopqrstuvwxyz0123456" },
   settings: { clientAuth: "basic", scope: "files:read" },
-  handle(request) {
-    if (request.headers.accept !== "application/json") {
-      return json(406, { errorCode: "E0000065", errorSummary: "Invalid accept header" });
-    }
-    if (!isClientCredentialsForm(request)) {
-      return json(400, {
-        error: "invalid_request",
-        error_description: "The request must be form-encoded.",
-      });
-    }
-    const outcome = authenticate(this, request, { methods: ["basic"] });
-    if (outcome !== "ok") {
-      return json(401, {
-        error: "invalid_client",
-        error_description:
-          outcome === "method-not-allowed"
-            ? "Client authentication failed. The client is configured for client_secret_basic."
-            : "Client authentication failed. Either the client or the client credentials are invalid.",
-      });
-    }
-    const scope = request.fields.get("scope");
-    if (scope === undefined) {
-      return json(400, {
-        error: "invalid_scope",
-        error_description:
-          "The authorization server resource does not have any configured default scopes, 'scope' must be provided.",
-      });
-    }
-    return json(200, { token_type: "Bearer", expires_in: 3600, access_token: TOKEN, scope });
-  },
+  handle: tokenEndpoint(
+    (request) =>
+      request.headers.accept === "application/json"
+        ? undefined
+        : json(406, { errorCode: "E0000065", errorSummary: "Invalid accept header" }),
+    formOnly(oauthError(400, "invalid_request", "The request must be form-encoded.")),
+    clientAuth({ methods: ["basic"] }, (outcome) =>
+      oauthError(
+        401,
+        "invalid_client",
+        outcome === "method-not-allowed"
+          ? "Client authentication failed. The client is configured for client_secret_basic."
+          : "Client authentication failed. Either the client or the client credentials are invalid.",
+      ),
+    ),
+    requireField(
+      "scope",
+      oauthError(
+        400,
+        "invalid_scope",
+        "The authorization server resource does not have any configured default scopes, 'scope' must be provided.",
+      ),
+    ),
+    grant((request) => ({
+      token_type: "Bearer",
+      expires_in: 3600,
+      access_token: TOKEN,
+      scope: request.fields.get("scope"),
+    })),
+  ),
   cases: [
     {
       name: "client_secret_basic with a scope",
@@ -71,15 +76,11 @@ export const okta: IdpProfile = {
           /answered 401 \(invalid_client: Client authentication failed. The client is configured for client_secret_basic/,
       },
     },
-    {
-      name: "a wrong secret",
-      settings: { clientSecret: "wrong-secret-value" },
-      expectError: {
-        code: "BP_ERR_TOKEN_REJECTED",
-        message: /answered 401 \(invalid_client: Client authentication failed. Either/,
-        hint: /check clientId\/clientSecret$/,
-      },
-    },
+    wrongSecret(
+      "wrong-secret-value",
+      /answered 401 \(invalid_client: Client authentication failed. Either/,
+      { hint: /check clientId\/clientSecret$/ },
+    ),
   ],
   endToEnd: true,
 };

@@ -4,12 +4,15 @@
  * `{"error":"invalid_client"}` on 401.
  */
 import {
-  authenticate,
+  clientAuth,
+  formOnly,
+  grant,
   type IdpProfile,
-  isClientCredentialsForm,
-  json,
   jwtLike,
-} from "../support/idp-kit.js";
+  oauthError,
+  tokenEndpoint,
+  wrongSecret,
+} from "./profile-kit.js";
 
 const TOKEN = jwtLike("spring-as");
 
@@ -19,18 +22,16 @@ export const springAuthorizationServer: IdpProfile = {
   // A secret with characters form encoding changes: Spring AS decodes them, so `form` works.
   client: { id: "messaging-client", secret: "s3cr+t/with=special&chars" },
   settings: { clientAuth: "basic", scope: "message.read" },
-  handle(request) {
-    if (!isClientCredentialsForm(request)) return json(400, { error: "invalid_request" });
-    if (authenticate(this, request, { methods: ["basic"], basicDecoding: "form" }) !== "ok") {
-      return json(401, { error: "invalid_client" });
-    }
-    return json(200, {
+  handle: tokenEndpoint(
+    formOnly(oauthError(400, "invalid_request")),
+    clientAuth({ methods: ["basic"], basicDecoding: "form" }, oauthError(401, "invalid_client")),
+    grant((request) => ({
       access_token: TOKEN,
       scope: request.fields.get("scope") ?? "",
       token_type: "Bearer",
       expires_in: 299,
-    });
-  },
+    })),
+  ),
   cases: [
     {
       name: "client_secret_basic, a secret with + / = & form-encoded and decoded",
@@ -41,15 +42,13 @@ export const springAuthorizationServer: IdpProfile = {
       settings: { clientAuth: "body" },
       expectError: { code: "BP_ERR_TOKEN_REJECTED", message: /answered 401 \(invalid_client\)/ },
     },
-    {
-      name: "a wrong secret with special characters: the hint names basicEncoding",
-      settings: { clientSecret: "wrong+secret/value" },
-      expectError: {
-        code: "BP_ERR_TOKEN_REJECTED",
-        message:
-          /answered 401 \(invalid_client\); .*client secret contains characters that clientAuth: basic form-encodes/,
+    wrongSecret(
+      "wrong+secret/value",
+      /answered 401 \(invalid_client\); .*client secret contains characters that clientAuth: basic form-encodes/,
+      {
+        name: "a wrong secret with special characters: the hint names basicEncoding",
         hint: /set upstreams\[\]\.basicEncoding: raw/,
       },
-    },
+    ),
   ],
 };

@@ -3,11 +3,14 @@
  * form body, a project-audience scope; opaque tokens; `invalid_client` on a bad secret.
  */
 import {
-  authenticate,
+  clientAuth,
+  formOnly,
+  grant,
   type IdpProfile,
-  isClientCredentialsForm,
-  json,
-} from "../support/idp-kit.js";
+  oauthError,
+  tokenEndpoint,
+  wrongSecret,
+} from "./profile-kit.js";
 
 const TOKEN = "dEnGhIFs3VnqcQU5D2zRSeiarB1nwH6goIKY0J8MWZbsnWcTuu1C59lW9DgCq1y096GYdXA";
 
@@ -16,22 +19,19 @@ export const zitadel: IdpProfile = {
   tokenPath: "/oauth/v2/token",
   client: { id: "files-service-user", secret: "Zt7kQ2mW9xV4bN6cR1pL8sD3fG5hJ0yT" },
   settings: { clientAuth: "basic", scope: "openid urn:zitadel:iam:org:project:id:zitadel:aud" },
-  handle(request) {
-    if (!isClientCredentialsForm(request))
-      return json(400, { error: "invalid_request", error_description: "grant_type missing" });
-    if (authenticate(this, request, { methods: ["basic", "post"] }) !== "ok") {
-      return json(400, {
-        error: "invalid_client",
-        error_description: "client authentication failed",
-      });
-    }
-    return json(200, {
+  handle: tokenEndpoint(
+    formOnly(oauthError(400, "invalid_request", "grant_type missing")),
+    clientAuth(
+      { methods: ["basic", "post"] },
+      oauthError(400, "invalid_client", "client authentication failed"),
+    ),
+    grant((request) => ({
       access_token: TOKEN,
       token_type: "Bearer",
       expires_in: 43199,
       scope: request.fields.get("scope") ?? "",
-    });
-  },
+    })),
+  ),
   cases: [
     {
       name: "client_secret_basic with the project audience scope",
@@ -41,13 +41,6 @@ export const zitadel: IdpProfile = {
         scope: "openid urn:zitadel:iam:org:project:id:zitadel:aud",
       },
     },
-    {
-      name: "a wrong secret",
-      settings: { clientSecret: "wrong" },
-      expectError: {
-        code: "BP_ERR_TOKEN_REJECTED",
-        message: /answered 400 \(invalid_client: client authentication failed\)/,
-      },
-    },
+    wrongSecret("wrong", /answered 400 \(invalid_client: client authentication failed\)/),
   ],
 };

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Dispatcher } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { UpstreamConfigFile } from "../../../src/config/schema.js";
 import { generateCertificates } from "../../../src/emulator/certificates.js";
 import { BearerProxyError } from "../../../src/errors.js";
@@ -22,6 +22,7 @@ import {
   startFakeUpstream,
 } from "../../helpers/fake-upstreams.js";
 import { makeTokenSpec } from "../../helpers/upstream-config.js";
+import { useResource } from "../../helpers/use-resource.js";
 import {
   type IdpProfile,
   type ProfileCase,
@@ -30,7 +31,7 @@ import {
   send,
 } from "./idp-kit.js";
 
-interface RunningProfile {
+export interface RunningProfile {
   server: FakeUpstream;
   caPem: string;
   caFile: string;
@@ -90,26 +91,32 @@ export async function startProfileServer(
   };
 }
 
+/**
+ * The profile's server for the enclosing describe block: started before its tests, stopped after
+ * them. Returns a getter: call it inside tests.
+ */
+export function useProfileServer(profile: IdpProfile): () => RunningProfile {
+  return useResource(
+    "useProfileServer: the server",
+    () => startProfileServer(profile),
+    (running) => running.close(),
+  );
+}
+
 /** One describe block per profile: start its server, run its cases, stop it. */
 export function describeProfile(profile: IdpProfile): void {
   describe(profile.provider, () => {
-    let running: Awaited<ReturnType<typeof startProfileServer>> | undefined;
-    beforeAll(async () => {
-      running = await startProfileServer(profile);
-    });
-    afterAll(async () => {
-      await running?.close();
-    });
+    const running = useProfileServer(profile);
 
     for (const c of profile.cases) {
       it(c.name, async () => {
-        await runCase(profile, c, running!);
+        await runCase(profile, c, running());
       });
     }
 
     if (profile.endToEnd) {
       it("end to end: the proxy fetches the provider's token and the API receives it", async () => {
-        await runEndToEnd(profile, running!);
+        await runEndToEnd(profile, running());
       });
     }
   });

@@ -4,40 +4,21 @@
  * names the file when the client-auth step itself fails.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { runCheck } from "../../../src/commands/check.js";
 import { signJws } from "../../../src/token/client-auth/jws.js";
 import { capture } from "../../commands/helpers.js";
-import { createTestPki, type TestPki } from "../../helpers/tls.js";
 import { makeProxyConfig, makeUpstreamConfig } from "../../helpers/upstream-config.js";
-import { certificateFor, makeKeyPair, type Workspace, workspace } from "./support.js";
-import {
-  startVerifyingEndpoint,
-  thumbprintOf,
-  type VerifyingEndpoint,
-} from "./verifying-endpoint.js";
+import { certificateFor, makeKeyPair, useVerifyingWorld } from "./support.js";
+import { thumbprintOf } from "./verifying-endpoint.js";
 
-let pki: TestPki;
-let endpoint: VerifyingEndpoint;
-let ws: Workspace;
-let caFile: string;
-
-beforeAll(async () => {
-  pki = await createTestPki();
-  endpoint = await startVerifyingEndpoint({ ...pki.good, clients: {} });
-  ws = workspace();
-  caFile = ws.write("ca.pem", pki.caPem);
-});
-afterAll(async () => {
-  await endpoint?.close();
-  ws?.cleanup();
-});
+const world = useVerifyingWorld();
 
 async function check(file: Record<string, unknown>) {
   const upstream = makeUpstreamConfig("idp", {
-    baseUrl: endpoint.url,
-    tokenUrl: endpoint.tokenUrl,
-    tls: { caFile },
+    baseUrl: world.endpoint.url,
+    tokenUrl: world.endpoint.tokenUrl,
+    tls: { caFile: world.caFile },
     clientSecret: undefined,
     ...file,
   });
@@ -55,34 +36,34 @@ describe("bearer-proxy check, secretless client authentication", () => {
   it("private-key-jwt: algorithm, key type and file, kid, x5t#S256, aud and exp", async () => {
     const pair = makeKeyPair("rsa");
     const certPem = await certificateFor(pair, "rsa");
-    endpoint.clients.set("check-app", {
+    world.endpoint.clients.set("check-app", {
       publicKeyPem: pair.publicPem,
       keyId: "key-2026",
       x5tS256: thumbprintOf(certPem),
     });
-    const keyFile = ws.write("check.key", pair.privatePem);
+    const keyFile = world.ws.write("check.key", pair.privatePem);
     const { code, stdout } = await check({
       clientId: "check-app",
       clientAuth: "private-key-jwt",
       clientKeyFile: keyFile,
       clientKeyId: "key-2026",
-      clientCertificateFile: ws.write("check.crt", certPem),
+      clientCertificateFile: world.ws.write("check.crt", certPem),
     });
     expect(stdout).toMatch(
       new RegExp(
-        `✓ auth +private-key-jwt: RS256 with the RSA 2048-bit key in ${keyFile}; kid "key-2026"; x5t#S256 ${thumbprintOf(certPem)} \\(certificate CN=bearer-proxy test client, valid to .*\\); assertion aud "${endpoint.tokenUrl}", exp \\d{4}-.*Z \\(60 s\\)`,
+        `✓ auth +private-key-jwt: RS256 with the RSA 2048-bit key in ${keyFile}; kid "key-2026"; x5t#S256 ${thumbprintOf(certPem)} \\(certificate CN=bearer-proxy test client, valid to .*\\); assertion aud "${world.endpoint.tokenUrl}", exp \\d{4}-.*Z \\(60 s\\)`,
       ),
     );
     expect(stdout).toMatch(/✓ token +200 from /);
     expect(code).toBe(0);
-    expect(stdout).not.toContain(endpoint.seen.at(-1)!.fields.client_assertion!.slice(0, 40));
+    expect(stdout).not.toContain(world.endpoint.seen.at(-1)!.fields.client_assertion!.slice(0, 40));
     expect(stdout).not.toContain(pair.privatePem.split("\n")[1]!);
   });
 
   it("client-assertion-file: an expired assertion fails the auth step with the file and the time", async () => {
     const issuer = makeKeyPair("ec");
     const now = Math.floor(Date.now() / 1000);
-    const file = ws.write(
+    const file = world.ws.write(
       "expired-token",
       signJws(
         { alg: "ES256" },

@@ -6,20 +6,14 @@
  */
 import { randomUUID } from "node:crypto";
 import { rename, writeFile } from "node:fs/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { signJws } from "../../../src/token/client-auth/jws.js";
-import { createTestPki, type TestPki } from "../../helpers/tls.js";
-import { makeKeyPair, sourceFor, type Workspace, workspace } from "./support.js";
-import { startVerifyingEndpoint, type VerifyingEndpoint } from "./verifying-endpoint.js";
+import { makeKeyPair, useVerifyingWorld } from "./support.js";
 
 const ISSUER = "https://kubernetes.default.svc.cluster.local";
 const SUBJECT = "system:serviceaccount:team:app";
 const AUDIENCE = "api://AzureADTokenExchange";
 
-let pki: TestPki;
-let endpoint: VerifyingEndpoint;
-let ws: Workspace;
-let caFile: string;
 const cluster = makeKeyPair("rsa");
 
 /** A projected token as the API server would issue it, valid for `lifetimeS` from now. */
@@ -40,31 +34,19 @@ function serviceAccountToken(lifetimeS: number): string {
   );
 }
 
-beforeAll(async () => {
-  pki = await createTestPki();
-  endpoint = await startVerifyingEndpoint({
-    ...pki.good,
-    clients: {
-      "workload-app": {
-        publicKeyPem: cluster.publicPem,
-        issuer: ISSUER,
-        subject: SUBJECT,
-        audience: AUDIENCE,
-      },
+const world = useVerifyingWorld({
+  clients: {
+    "workload-app": {
+      publicKeyPem: cluster.publicPem,
+      issuer: ISSUER,
+      subject: SUBJECT,
+      audience: AUDIENCE,
     },
-  });
-  ws = workspace();
-  caFile = ws.write("ca.pem", pki.caPem);
-});
-afterAll(async () => {
-  await endpoint?.close();
-  ws?.cleanup();
+  },
 });
 
 function source(assertionFile: string) {
-  return sourceFor({
-    tokenUrl: endpoint.tokenUrl,
-    tls: { caFile },
+  return world.source({
     clientId: "workload-app",
     clientAuth: "client-assertion-file",
     clientAssertionFile: assertionFile,
@@ -73,11 +55,11 @@ function source(assertionFile: string) {
 
 describe("client-assertion-file", () => {
   it("sends the file's JWT, re-read before every request: a token rotated between two fetches reaches the endpoint", async () => {
-    const file = ws.write("token", `${serviceAccountToken(3600)}\n`);
+    const file = world.ws.write("token", `${serviceAccountToken(3600)}\n`);
     const sut = source(file);
     try {
       const first = await sut.source.getToken();
-      const sentFirst = endpoint.seen.at(-1)!;
+      const sentFirst = world.endpoint.seen.at(-1)!;
       expect(sentFirst.outcome).toBe("granted");
       expect(Object.keys(sentFirst.fields).sort()).toEqual([
         "client_assertion",
@@ -93,7 +75,7 @@ describe("client-assertion-file", () => {
       await expect
         .poll(() => sut.source.peekToken()?.value ?? first.value, { timeout: 10_000 })
         .not.toBe(first.value);
-      const sentSecond = endpoint.seen.at(-1)!;
+      const sentSecond = world.endpoint.seen.at(-1)!;
       expect(sentSecond.outcome).toBe("granted");
       expect(sentSecond.fields.client_assertion).toBe(rotated);
       expect(sentSecond.fields.client_assertion).not.toBe(sentFirst.fields.client_assertion);
@@ -104,15 +86,15 @@ describe("client-assertion-file", () => {
   });
 
   it("an expired assertion fails with a clear error and is never sent", async () => {
-    const file = ws.write("expired", serviceAccountToken(-120));
-    const count = endpoint.seen.length;
+    const file = world.ws.write("expired", serviceAccountToken(-120));
+    const count = world.endpoint.seen.length;
     const sut = source(file);
     try {
       const error = (await sut.source.getToken().catch((e: unknown) => e)) as Error;
       expect(error.message).toMatch(
         /clientAssertionFile .*expired holds an assertion that expired at \d{4}-\d\d-\d\dT.*Z \(1[12]\d s ago\)/,
       );
-      expect(endpoint.seen.length).toBe(count);
+      expect(world.endpoint.seen.length).toBe(count);
       expect(sut.source.status().lastError?.message).toMatch(/expired at/);
     } finally {
       await sut.close();
@@ -121,9 +103,9 @@ describe("client-assertion-file", () => {
 
   it("a missing file, an empty one and one that is not a JWT each say so", async () => {
     for (const [file, expected] of [
-      [`${ws.dir}/absent`, /cannot read clientAssertionFile .*absent \(ENOENT\)/],
-      [ws.write("empty", "\n"), /clientAssertionFile .*empty is empty/],
-      [ws.write("garbage", "not a jwt"), /clientAssertionFile .*garbage does not hold a JWT/],
+      [`${world.ws.dir}/absent`, /cannot read clientAssertionFile .*absent \(ENOENT\)/],
+      [world.ws.write("empty", "\n"), /clientAssertionFile .*empty is empty/],
+      [world.ws.write("garbage", "not a jwt"), /clientAssertionFile .*garbage does not hold a JWT/],
     ] as const) {
       const sut = source(file);
       try {

@@ -1,4 +1,7 @@
-/** Shared setup of the client-authentication tests: temp files, keys, a token source. */
+/**
+ * Shared setup of the client-authentication tests: temp files, keys, a token source, and the
+ * world most of them run in (a verifying token endpoint over TLS).
+ */
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,8 +12,15 @@ import type { UpstreamConfig } from "../../../src/config/types.js";
 import { createDispatcherPool, type DispatcherPool } from "../../../src/net/dispatcher-pool.js";
 import { createTokenSource } from "../../../src/token/token-source.js";
 import type { TokenProvider } from "../../../src/token/types.js";
+import { createTestPki, type TestPki } from "../../helpers/tls.js";
 import { makeUpstreamConfig } from "../../helpers/upstream-config.js";
+import { useResource } from "../../helpers/use-resource.js";
 import { captureLogs } from "../helpers.js";
+import {
+  type RegisteredClient,
+  startVerifyingEndpoint,
+  type VerifyingEndpoint,
+} from "./verifying-endpoint.js";
 
 export type KeyKind = "rsa" | "ec" | "ed25519";
 
@@ -104,5 +114,59 @@ export function sourceFor(file: Partial<UpstreamConfigFile>): SourceUnderTest {
       source.close();
       await pool.close();
     },
+  };
+}
+
+/** A test CA, a token endpoint that verifies client authentication, and a workspace. */
+export interface VerifyingWorld {
+  pki: TestPki;
+  endpoint: VerifyingEndpoint;
+  ws: Workspace;
+  /** The test CA as a file, in `ws`. */
+  caFile: string;
+  /** `sourceFor` a client of `endpoint`, trusting the test CA (`tls.caFile`). */
+  source(file: Partial<UpstreamConfigFile>): SourceUnderTest;
+}
+
+/**
+ * The world of the test file: started before its tests, stopped after them. `clientCa` makes the
+ * endpoint ask for client certificates signed by the test CA (tls-client-auth); `clients` are
+ * registered from the start (tests may register more through `endpoint.clients`).
+ */
+export function useVerifyingWorld(
+  options: { clientCa?: boolean; clients?: Record<string, RegisteredClient> } = {},
+): VerifyingWorld {
+  const world = useResource(
+    "useVerifyingWorld: the world",
+    async () => {
+      const pki = await createTestPki();
+      const endpoint = await startVerifyingEndpoint({
+        ...pki.good,
+        ...(options.clientCa ? { clientCaPem: pki.caPem } : {}),
+        clients: options.clients ?? {},
+      });
+      const ws = workspace();
+      return { pki, endpoint, ws, caFile: ws.write("ca.pem", pki.caPem) };
+    },
+    async ({ endpoint, ws }) => {
+      await endpoint.close();
+      ws.cleanup();
+    },
+  );
+  return {
+    get pki() {
+      return world().pki;
+    },
+    get endpoint() {
+      return world().endpoint;
+    },
+    get ws() {
+      return world().ws;
+    },
+    get caFile() {
+      return world().caFile;
+    },
+    source: (file) =>
+      sourceFor({ tokenUrl: world().endpoint.tokenUrl, tls: { caFile: world().caFile }, ...file }),
   };
 }

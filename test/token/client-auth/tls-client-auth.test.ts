@@ -7,15 +7,10 @@
 import { X509Certificate } from "node:crypto";
 import { rename, writeFile } from "node:fs/promises";
 import { generate } from "selfsigned";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestPki, type TestPki } from "../../helpers/tls.js";
-import { sourceFor, type Workspace, workspace } from "./support.js";
-import { startVerifyingEndpoint, type VerifyingEndpoint } from "./verifying-endpoint.js";
+import { describe, expect, it } from "vitest";
+import { sourceFor, useVerifyingWorld } from "./support.js";
 
-let pki: TestPki;
-let endpoint: VerifyingEndpoint;
-let ws: Workspace;
-let caFile: string;
+const world = useVerifyingWorld({ clientCa: true });
 
 /** A client certificate (EC P-256, clientAuth EKU) signed by the test CA. */
 async function clientCertificate(cn: string): Promise<{ certPem: string; keyPem: string }> {
@@ -23,7 +18,7 @@ async function clientCertificate(cn: string): Promise<{ certPem: string; keyPem:
     keyType: "ec",
     curve: "P-256",
     algorithm: "sha256",
-    ca: { key: pki.caKeyPem, cert: pki.caPem },
+    ca: { key: world.pki.caKeyPem, cert: world.pki.caPem },
     extensions: [
       { name: "basicConstraints", cA: false, critical: true },
       { name: "keyUsage", digitalSignature: true, critical: true },
@@ -35,34 +30,25 @@ async function clientCertificate(cn: string): Promise<{ certPem: string; keyPem:
 
 const fingerprintOf = (pem: string) => new X509Certificate(pem).fingerprint256;
 
-beforeAll(async () => {
-  pki = await createTestPki();
-  endpoint = await startVerifyingEndpoint({ ...pki.good, clientCaPem: pki.caPem, clients: {} });
-  ws = workspace();
-  caFile = ws.write("ca.pem", pki.caPem);
-});
-afterAll(async () => {
-  await endpoint?.close();
-  ws?.cleanup();
-});
-
 describe("tls-client-auth", () => {
   it("authenticates with the certificate of tokenTls and sends only client_id", async () => {
     const client = await clientCertificate("mtls-app");
-    endpoint.clients.set("mtls-app", { certificateFingerprint256: fingerprintOf(client.certPem) });
+    world.endpoint.clients.set("mtls-app", {
+      certificateFingerprint256: fingerprintOf(client.certPem),
+    });
     const sut = sourceFor({
-      tokenUrl: endpoint.tokenUrl,
+      tokenUrl: world.endpoint.tokenUrl,
       clientId: "mtls-app",
       clientAuth: "tls-client-auth",
       tokenTls: {
-        caFile,
-        certFile: ws.write("app.crt", client.certPem),
-        keyFile: ws.write("app.key", client.keyPem),
+        caFile: world.caFile,
+        certFile: world.ws.write("app.crt", client.certPem),
+        keyFile: world.ws.write("app.key", client.keyPem),
       },
     });
     try {
       await sut.source.getToken();
-      const seen = endpoint.seen.at(-1)!;
+      const seen = world.endpoint.seen.at(-1)!;
       expect(seen.outcome).toBe("granted");
       expect(seen.fields).toEqual({ grant_type: "client_credentials", client_id: "mtls-app" });
       expect(seen.headers.authorization).toBeUndefined();
@@ -72,17 +58,17 @@ describe("tls-client-auth", () => {
   });
 
   it("without a client certificate the endpoint refuses the client (token_rejected)", async () => {
-    endpoint.clients.set("no-cert", { certificateFingerprint256: "AA:BB" });
+    world.endpoint.clients.set("no-cert", { certificateFingerprint256: "AA:BB" });
     // Validation refuses this configuration; built directly to see what the endpoint does.
     const sut = sourceFor({
-      tokenUrl: endpoint.tokenUrl,
+      tokenUrl: world.endpoint.tokenUrl,
       clientId: "no-cert",
       clientAuth: "tls-client-auth",
-      tokenTls: { caFile },
+      tokenTls: { caFile: world.caFile },
     });
     try {
       await expect(sut.source.getToken()).rejects.toMatchObject({ code: "BP_ERR_TOKEN_REJECTED" });
-      expect(endpoint.seen.at(-1)!.outcome).toBe(
+      expect(world.endpoint.seen.at(-1)!.outcome).toBe(
         "invalid_client: a client certificate is required",
       );
     } finally {
@@ -93,22 +79,22 @@ describe("tls-client-auth", () => {
   it("a rotated certificate and key are presented on the next connection, without a restart", async () => {
     const before = await clientCertificate("rotating-app");
     const after = await clientCertificate("rotating-app");
-    endpoint.clients.set("rotating-app", {
+    world.endpoint.clients.set("rotating-app", {
       certificateFingerprint256: fingerprintOf(before.certPem),
     });
-    const certFile = ws.write("rot.crt", before.certPem);
-    const keyFile = ws.write("rot.key", before.keyPem);
+    const certFile = world.ws.write("rot.crt", before.certPem);
+    const keyFile = world.ws.write("rot.key", before.keyPem);
     const sut = sourceFor({
-      tokenUrl: endpoint.tokenUrl,
+      tokenUrl: world.endpoint.tokenUrl,
       clientId: "rotating-app",
       clientAuth: "tls-client-auth",
-      tokenTls: { caFile, certFile, keyFile },
+      tokenTls: { caFile: world.caFile, certFile, keyFile },
     });
     try {
       const first = await sut.source.getToken();
-      expect(endpoint.seen.at(-1)!.peerFingerprint256).toBe(fingerprintOf(before.certPem));
+      expect(world.endpoint.seen.at(-1)!.peerFingerprint256).toBe(fingerprintOf(before.certPem));
       // The IdP now knows only the new certificate; both files are replaced.
-      endpoint.clients.set("rotating-app", {
+      world.endpoint.clients.set("rotating-app", {
         certificateFingerprint256: fingerprintOf(after.certPem),
       });
       await writeFile(`${keyFile}.new`, after.keyPem);
@@ -119,7 +105,7 @@ describe("tls-client-auth", () => {
       await expect
         .poll(() => sut.source.peekToken()?.value ?? first.value, { timeout: 10_000 })
         .not.toBe(first.value);
-      const seen = endpoint.seen.at(-1)!;
+      const seen = world.endpoint.seen.at(-1)!;
       expect(seen.outcome).toBe("granted");
       expect(seen.peerFingerprint256).toBe(fingerprintOf(after.certPem));
     } finally {
