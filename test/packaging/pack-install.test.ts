@@ -33,7 +33,11 @@ async function npm(args: string[], cwd: string): Promise<string> {
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "bp-pack-"));
-  const packed = JSON.parse(await npm(["pack", "--json", "--pack-destination", work], root)) as {
+  // --ignore-scripts: pack the dist/ `npm test` built. Letting `prepare` rebuild it here would
+  // rewrite dist/ under the CLI tests running in the other workers.
+  const packed = JSON.parse(
+    await npm(["pack", "--json", "--ignore-scripts", "--pack-destination", work], root),
+  ) as {
     filename: string;
   }[];
   const tarball = join(work, packed[0]?.filename ?? "");

@@ -129,7 +129,8 @@ describe.skipIf(skipWithoutRedis)("redis token cache: the cross-replica lock", (
     const elapsedMs = performance.now() - started;
     expect(token.accessToken).toBe("local");
     expect(elapsedMs).toBeGreaterThanOrEqual(2 * LOCK_TTL_MS);
-    expect(elapsedMs).toBeLessThan(2 * LOCK_TTL_MS + 600);
+    // Generous upper slack: a loaded 2-core machine runs four test files at once.
+    expect(elapsedMs).toBeLessThan(2 * LOCK_TTL_MS + 1_500);
     expect(await rawClient().get(lockKey)).toBe("someone-else");
     expect(log.records.filter((r) => r.level === "warn").map((r) => r.msg)).toEqual([
       "waited too long for another replica's token fetch; fetching locally",
