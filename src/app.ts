@@ -15,6 +15,7 @@ import type { ProxyConfig } from "./config/types.js";
 import { createLifecycle, type Lifecycle } from "./lifecycle.js";
 import type { Logger } from "./observability/logger.js";
 import { createMetrics, type Metrics } from "./observability/metrics.js";
+import type { Tracing } from "./observability/tracing.js";
 import type { ProxyServer } from "./proxy/proxy-server.js";
 import type { ReloadTrigger } from "./reload/config-watcher.js";
 import type { TokenRegistry } from "./token/token-registry.js";
@@ -26,6 +27,8 @@ export interface AppDeps {
   /** Called on POST /quitquitquit. */
   onQuit?: () => void;
   metrics?: Metrics;
+  /** Spans per request (createTracing at start); default: off. */
+  tracing?: Tracing;
 }
 
 export interface App {
@@ -62,7 +65,12 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const callerSources = buildCallerSources({ logger, metrics });
   // Built now, not on first use: an unreadable CA or key file fails the start, not a request.
   const live: LiveGeneration = { generation: buildGeneration(config, sources, callerSources) };
-  const proxies = buildProxyServers(config, live.generation, { lifecycle, metrics, logger });
+  const proxies = buildProxyServers(config, live.generation, {
+    lifecycle,
+    metrics,
+    logger,
+    tracing: deps.tracing,
+  });
   const reloader = createReloader({ live, sources, callerSources, proxies, metrics, logger });
   const admin = buildAdminServer(config, live, {
     sources,

@@ -62,6 +62,8 @@ export const ERROR_CODES = {
   BP_ERR_CLIENT_KEY: "token_unavailable",
   /** client-assertion-file: the assertion is unreadable, not a JWT, or expired. */
   BP_ERR_CLIENT_ASSERTION: "token_unavailable",
+  /** `upstreams[].dpop`: the DPoP key cannot be read or cannot sign proofs (RFC 9449). */
+  BP_ERR_DPOP_KEY: "token_unavailable",
   BP_ERR_TOKEN_HTTP: "token_unavailable",
   BP_ERR_TOKEN_REJECTED: "token_rejected",
   BP_ERR_TOKEN_RESPONSE_INVALID: "token_unavailable",

@@ -9,6 +9,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { type App, buildApp } from "./app.js";
 import type { ProxyConfig } from "./config/types.js";
 import type { Logger } from "./observability/logger.js";
+import { createTracing } from "./observability/tracing.js";
+import { VERSION } from "./version.js";
 
 export interface RunningProxy {
   app: App;
@@ -25,6 +27,8 @@ export interface StartOptions {
   handleSignals?: boolean;
   /** Called after shutdown finished, e.g. to stop a demo emulator. */
   onStopped?: () => Promise<void>;
+  /** Where OTEL_* settings are read; default process.env. */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** Build and listen; resolves once every listener is bound (rejects, with nothing left bound, if one cannot be). */
@@ -53,6 +57,8 @@ export async function startProxy(
       let code = 0;
       try {
         await app.close(timeoutMs);
+        // Spans still queued go out now (never rejects; a down collector costs its timeouts).
+        await tracing.shutdown();
         if (options.onStopped) await options.onStopped();
         logger.info("stopped");
       } catch (error) {
@@ -69,7 +75,19 @@ export async function startProxy(
     return shuttingDown;
   };
 
-  const app = buildApp(config, { logger, onQuit: () => void shutdown("quitquitquit") });
+  // Off unless OTEL_TRACES_EXPORTER=otlp or tracing.exporter: then, and only then, the
+  // OpenTelemetry SDK is loaded (once, here).
+  const tracing = await createTracing({
+    env: options.env ?? process.env,
+    config: config.tracing,
+    logger,
+    serviceVersion: VERSION,
+  });
+  const app = buildApp(config, {
+    logger,
+    onQuit: () => void shutdown("quitquitquit"),
+    tracing,
+  });
   const addresses = await app.listen();
 
   if (options.handleSignals) {

@@ -12,7 +12,7 @@ import type { ClientAuthMethod, ReadinessConfig, UpstreamConfig } from "../confi
 import type { LifecyclePhase } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { RateSeries, RecentRate } from "../observability/request-rates.js";
-import { notSharedReason } from "../token/client-auth/shared-cache-secret.js";
+import { tokenNotSharedReason } from "../token/shared-token-source.js";
 import type { TokenMode } from "../token/token-registry.js";
 import type { TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
@@ -64,6 +64,11 @@ export interface UpstreamReport {
   clientAuth: ClientAuthMethod;
   /** Set when a shared cache is configured but this credential's tokens stay local, and why. */
   tokenNotShared?: string;
+  /**
+   * Present when `dpop` is set: the key's RFC 7638 thumbprint (the tokens' `cnf.jkt`) and its
+   * algorithm; null until the first fetch loads the key. Never the key or a proof.
+   */
+  dpop?: { jkt: string | null; algorithm: string | null };
   /** The real mode and what decided it (token.prefetch, or tokenCache.eagerLimit). */
   tokenMode: TokenMode;
   token: TokenReport;
@@ -359,6 +364,7 @@ function upstreamReport(
     tokenMode: mode,
     clientAuth: config.token.clientAuth,
     ...tokenSharing(config, sharedCacheState),
+    ...dpopReport(config, status),
     token: tokenReport(status, nowWallMs),
     requests: counts.get(config.name) ?? emptyCounts(),
     rates: row.rates,
@@ -395,9 +401,19 @@ function tokenSharing(
   config: UpstreamConfig,
   sharedCacheState: string | undefined,
 ): { tokenNotShared?: string } {
-  const reason =
-    sharedCacheState === undefined ? undefined : notSharedReason(config.token.clientAuth);
+  const reason = sharedCacheState === undefined ? undefined : tokenNotSharedReason(config.token);
   return reason === undefined ? {} : { tokenNotShared: reason };
+}
+
+function dpopReport(config: UpstreamConfig, status: TokenStatus): Pick<UpstreamReport, "dpop"> {
+  const spec = config.token.dpop;
+  if (spec === undefined) return {};
+  return {
+    dpop: {
+      jkt: status.dpop?.jkt ?? null,
+      algorithm: status.dpop?.algorithm ?? spec.algorithm ?? null,
+    },
+  };
 }
 
 function tokenReport(status: TokenStatus, nowWallMs: number): TokenReport {

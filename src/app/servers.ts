@@ -6,6 +6,7 @@ import type { ListenSpec, ProxyConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { Tracing } from "../observability/tracing.js";
 import { createProxyServer, type ProxyServer } from "../proxy/proxy-server.js";
 import { groupUpstreamsByListener } from "../proxy/router.js";
 import { VERSION } from "../version.js";
@@ -17,6 +18,7 @@ interface ServerDeps {
   lifecycle: Lifecycle;
   metrics: Metrics;
   logger: Logger;
+  tracing?: Tracing | undefined;
 }
 
 export interface ProxyServers {
@@ -48,6 +50,7 @@ export function buildProxyServers(
       metrics: deps.metrics,
       logger: deps.logger,
       lifecycle: deps.lifecycle,
+      tracing: deps.tracing,
     }),
   );
   return {

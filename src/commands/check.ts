@@ -2,7 +2,8 @@
  * `bearer-proxy check`: diagnose each upstream step by step, the way an operator would by hand
  * (dig, nc, openssl s_client, curl the token endpoint, curl the API), printing ✓/✗ per step and a
  * plain-language hint on failure. Later steps that depend on a failed one are skipped. Never
- * prints the secret or the token (only its fingerprint).
+ * prints the secret or the token (only its fingerprint); with `dpop`, never the private key or a
+ * proof (only the key's kind, algorithm and RFC 7638 thumbprint).
  */
 
 import { createScrubber, type Scrubber } from "../admin/redact.js";
@@ -10,7 +11,9 @@ import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.j
 import { BearerProxyError } from "../errors.js";
 import { createDispatcher } from "../net/dispatcher.js";
 import { request } from "../net/undici-core.js";
+import { decodeJwtPayload } from "../token/client-auth/jws.js";
 import { CHECK_CREDENTIALS_HINT } from "../token/credential-hint.js";
+import type { Dpop } from "../token/dpop/index.js";
 import { fingerprint } from "../token/fingerprint.js";
 import { describeTokenUrl } from "../token/response-text.js";
 import {
@@ -107,10 +110,12 @@ async function checkUpstream(args: CheckArgs, upstream: UpstreamConfig): Promise
 
   const tokenOrigin = new URL(upstream.token.tokenUrl).origin;
   let token: string | undefined;
+  let dpop: Dpop | undefined;
   if (!reachable.get(tokenOrigin)) {
     print("token", { skipped: "the token endpoint is not reachable" });
   } else {
     const result = await fetchToken(args.config, upstream);
+    dpop = result.dpop;
     // Client authentication (issue 16): which key, kid, x5t#S256, assertion exp; never a key or a JWT.
     const authFailed = !result.ok && isClientAuthError(result.error);
     if (result.clientAuthFacts.length > 0) {
@@ -118,14 +123,23 @@ async function checkUpstream(args: CheckArgs, upstream: UpstreamConfig): Promise
     } else if (authFailed) {
       print("auth", { ok: false, detail: result.message, hint: clientAuthHint(result.error) });
     }
+    // DPoP (issue 24): the key's kind, source, algorithm and jkt; never the key or a proof.
+    const dpopFailed = !result.ok && isDpopKeyError(result.error);
+    if (dpop) {
+      print("DPoP", { ok: true, detail: dpop.describe().replace(/^dpop: /, "") });
+    } else if (dpopFailed) {
+      print("DPoP", { ok: false, detail: result.message, hint: DPOP_KEY_HINT });
+    }
     if (authFailed) {
       print("token", { skipped: "client authentication failed" });
+    } else if (dpopFailed) {
+      print("token", { skipped: "no DPoP key to prove possession with" });
     } else if (result.ok) {
       token = result.token.accessToken;
       secrets.push(token);
       print("token", {
         ok: true,
-        detail: describeToken(upstream, result.token, result.durationMs),
+        detail: describeToken(upstream, result.token, result.durationMs, dpop),
       });
     } else {
       print("token", {
@@ -140,10 +154,15 @@ async function checkUpstream(args: CheckArgs, upstream: UpstreamConfig): Promise
     }
   }
 
-  if (args.probePath !== undefined) {
-    if (!token) print("API", { skipped: "no token" });
-    else if (!reachable.get(upstream.origin)) print("API", { skipped: "the API is not reachable" });
-    else print("API", await probeApi(args.config, upstream, args.probePath, token));
+  try {
+    if (args.probePath !== undefined) {
+      if (!token) print("API", { skipped: "no token" });
+      else if (!reachable.get(upstream.origin))
+        print("API", { skipped: "the API is not reachable" });
+      else print("API", await probeApi(args.config, upstream, args.probePath, token, dpop));
+    }
+  } finally {
+    dpop?.close();
   }
   return failures;
 }
@@ -185,13 +204,29 @@ function describeToken(
     notes?: readonly { message: string }[];
   },
   durationMs: number,
+  dpop: Dpop | undefined,
 ): string {
   const lifetime =
     token.expiresInSeconds === undefined
       ? `no expires_in (assuming ${Math.round(upstream.tokenPolicy.defaultExpiresInMs / 1000)} s)`
       : `lifetime ${token.expiresInSeconds} s${token.expiresInClamped ? " (clamped)" : ""}`;
   const notes = (token.notes ?? []).map((note) => `; ${note.message}`).join("");
-  return `200 from ${describeTokenUrl(upstream.token.tokenUrl)} in ${durationMs} ms; granted scope ${token.scope === undefined ? "(none stated)" : JSON.stringify(token.scope)}; ${lifetime}; token fingerprint ${fingerprint(token.accessToken)}${notes}`;
+  const binding = dpop ? `; ${describeBinding(token.accessToken, dpop)}` : "";
+  return `200 from ${describeTokenUrl(upstream.token.tokenUrl)} in ${durationMs} ms; granted scope ${token.scope === undefined ? "(none stated)" : JSON.stringify(token.scope)}; ${lifetime}; token fingerprint ${fingerprint(token.accessToken)}${binding}${notes}`;
+}
+
+/**
+ * token_type DPoP was checked already; a JWT token also shows what it is bound to (`cnf.jkt`,
+ * RFC 9449 §6.1), which must be our key's thumbprint. An opaque token's binding is not visible.
+ */
+function describeBinding(accessToken: string, dpop: Dpop): string {
+  const cnf = decodeJwtPayload(accessToken)?.cnf;
+  const jkt = typeof cnf === "object" && cnf !== null ? (cnf as { jkt?: unknown }).jkt : undefined;
+  if (typeof jkt !== "string")
+    return "token_type DPoP (bound to the key by the server; not visible in the token)";
+  return jkt === dpop.jkt
+    ? "token_type DPoP, cnf.jkt is the key's thumbprint"
+    : `token_type DPoP, but cnf.jkt ${JSON.stringify(jkt.slice(0, 64))} is not the key's thumbprint ${dpop.jkt}`;
 }
 
 /** A plain-language next step for a failed token request. */
@@ -207,6 +242,10 @@ function tokenHint(error: unknown, upstream: UpstreamConfig): string | undefined
   switch (idpError) {
     case "invalid_client":
       return invalidClientHint(upstream);
+    case "invalid_dpop_proof":
+      return "the token endpoint refused the DPoP proof: check that it accepts dpop.algorithm (its dpop_signing_alg_values_supported) and that this host's clock is right (the proof's iat)";
+    case "use_dpop_nonce":
+      return "the token endpoint asked for a DPoP nonce again after the retry with its nonce: it may rotate nonces faster than a request takes, or answer each replica from another nonce store";
     case "unauthorized_client":
       return "the token endpoint says unauthorized_client: this client may not use the client_credentials grant";
     case "invalid_scope":
@@ -224,6 +263,12 @@ function tokenHint(error: unknown, upstream: UpstreamConfig): string | undefined
     case "BP_ERR_TOKEN_REDIRECT":
       return "the token URL redirects; configure the final URL (redirects are never followed with credentials)";
     case "BP_ERR_TOKEN_RESPONSE_INVALID":
+      if (details.expectedTokenType === "DPoP") {
+        return "the provider issued an unbound token: enable DPoP-bound access tokens for this client there (docs/identity-providers.md), or remove upstreams[].dpop";
+      }
+      if (typeof details.tokenType === "string" && details.tokenType.toLowerCase() === "dpop") {
+        return "the provider issues DPoP-bound tokens to this client: set upstreams[].dpop ({} for a key per process, or a keyFile shared by the replicas)";
+      }
       return "the answer is not an OAuth token response: is the token URL (apiVersion / token path) right?";
     case "BP_ERR_TOKEN_NETWORK":
       return "the request did not get through: see the DNS/TCP/TLS steps above";
@@ -236,6 +281,13 @@ function tokenHint(error: unknown, upstream: UpstreamConfig): string | undefined
   if (status !== undefined && status >= 500)
     return "the token endpoint failed on its side: try again later or ask its operators";
   return undefined;
+}
+
+const DPOP_KEY_HINT =
+  "dpop.keyFile must be a readable, unencrypted PEM private key: EC P-256 (ES256), RSA ≥ 2048 bits (RS256, PS256) or Ed25519 (EdDSA), matching dpop.algorithm when set";
+
+function isDpopKeyError(error: unknown): boolean {
+  return error instanceof BearerProxyError && error.code === "BP_ERR_DPOP_KEY";
 }
 
 /** Failures of the client-auth step itself, before anything was sent. */
@@ -276,6 +328,7 @@ async function probeApi(
   upstream: UpstreamConfig,
   probePath: string,
   token: string,
+  dpop: Dpop | undefined,
 ): Promise<Outcome> {
   const path = probePath.startsWith("/") ? probePath : `/${probePath}`;
   const dispatcher = createDispatcher({
@@ -289,17 +342,20 @@ async function probeApi(
   });
   const started = performance.now();
   try {
+    const url = `${upstream.baseUrl}${path}`;
     const headers: Record<string, string> = {
       ...upstream.headers,
-      authorization: `Bearer ${token}`,
+      authorization: dpop ? dpop.authorization(token) : `Bearer ${token}`,
     };
     if (upstream.versionHeader !== undefined) headers["x-version"] = upstream.versionHeader;
-    const response = await request(`${upstream.baseUrl}${path}`, {
-      method: "GET",
-      headers,
-      dispatcher,
-    });
-    await response.body.dump().catch(() => {});
+    let response: Awaited<ReturnType<typeof request>>;
+    for (let attempt = 1; ; attempt++) {
+      // A fresh proof per attempt; a resource server's use_dpop_nonce gets one retry (RFC 9449 §9).
+      if (dpop) headers.dpop = dpop.proofFor("GET", url, token);
+      response = await request(url, { method: "GET", headers, dispatcher });
+      await response.body.dump().catch(() => {});
+      if (!(dpop?.noteResponse(url, response.statusCode, response.headers) && attempt === 1)) break;
+    }
     const status = response.statusCode;
     const detail = `GET ${path} → ${status} in ${msSince(started)} ms`;
     if (status < 300) return { ok: true, detail };
@@ -316,6 +372,9 @@ async function probeApi(
 }
 
 function apiHint(status: number, upstream: UpstreamConfig): string {
+  if (status === 401 && upstream.token.dpop) {
+    return "the API rejected a fresh DPoP-bound token and its proof: check that it accepts DPoP (RFC 9449) with dpop.algorithm, and that the base URL and token endpoint are the same environment";
+  }
   if (status === 401) {
     return "the API rejected a fresh token: check that the base URL and token endpoint are the same environment, and apiVersion";
   }

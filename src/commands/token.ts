@@ -1,12 +1,15 @@
 /**
  * `bearer-proxy token [--upstream NAME]`: fetch one fresh access token and print it, alone, on
  * stdout, so scripts can do `TOKEN=$(bearer-proxy token)`. Diagnostics go to stderr and never
- * contain the secret or the token. Also home of the small helpers `check` shares.
+ * contain the secret or the token (nor, with `dpop`, the private key or a proof: only the key's
+ * thumbprint and algorithm). Also home of the small helpers `check` shares.
  */
 import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
 import { createDispatcher } from "../net/dispatcher.js";
 import { requestToken, type TokenResponse } from "../token/client-credentials.js";
+import type { Dpop } from "../token/dpop/index.js";
+import { createLazyDpop } from "../token/dpop/lazy-dpop.js";
 import { createCredentialReader } from "../token/secret-reader.js";
 
 export interface TokenArgs {
@@ -26,6 +29,7 @@ export async function runToken(args: TokenArgs): Promise<number> {
   }
   const upstream = chosen.upstreams[0]!;
   const result = await fetchToken(args.config, upstream);
+  result.dpop?.close();
   if (!result.ok) {
     args.stderr.write(`bearer-proxy token: upstream ${upstream.name}: ${result.message}\n`);
     // A provider that does not answer RFC 6749 errors (Apigee, Twitch, Graph, reddit) is only
@@ -35,8 +39,18 @@ export async function runToken(args: TokenArgs): Promise<number> {
     }
     return 1;
   }
+  if (result.dpop)
+    args.stderr.write(`bearer-proxy token: upstream ${upstream.name}: ${dpopNote(result.dpop)}\n`);
   args.stdout.write(`${result.token.accessToken}\n`);
   return 0;
+}
+
+/** What a DPoP-bound token needs to be used, by whom (the key's public facts only). */
+function dpopNote(dpop: Dpop): string {
+  const bound = `a DPoP-bound token (key ${dpop.algorithm}, jkt ${dpop.jkt}): send it as "Authorization: DPoP <token>" with a DPoP proof signed by that key (RFC 9449)`;
+  return dpop.key.ephemeral
+    ? `${bound}; the key was ephemeral and is gone, so the token is of no use outside this command (set dpop.keyFile to sign with a key you hold)`
+    : bound;
 }
 
 export type UpstreamSelection =
@@ -80,6 +94,11 @@ export type TokenFetchResult = (
 ) & {
   /** How the client authenticated (secret-free; empty when it failed before that). */
   clientAuthFacts: readonly string[];
+  /**
+   * The DPoP key the request proved possession of (`dpop` set and the key loaded): the caller
+   * uses it for further requests with the token, and closes it.
+   */
+  dpop?: Dpop | undefined;
 };
 
 /**
@@ -96,9 +115,13 @@ export async function fetchToken(
   let secret: string | undefined;
   let clientAuthFacts: readonly string[] = [];
   let dispatcher: ReturnType<typeof createDispatcher> | undefined;
+  let dpop: Dpop | undefined;
   try {
     const credentials = await reader.read();
     secret = credentials.clientSecret;
+    if (upstream.token.dpop) {
+      dpop = await createLazyDpop(upstream.token.dpop, { pollIntervalMs: 0 }).get();
+    }
     const timeoutMs = upstream.tokenPolicy.requestTimeoutMs;
     dispatcher = createDispatcher({
       tls: upstream.token.tls,
@@ -115,12 +138,13 @@ export async function fetchToken(
       onClientAuth: (facts) => {
         clientAuthFacts = facts;
       },
+      dpop,
     });
-    return { ok: true, token, durationMs: elapsed(), clientAuthFacts };
+    return { ok: true, token, durationMs: elapsed(), clientAuthFacts, dpop };
   } catch (error) {
     const message = safeMessage(error, secret);
     const excerpt = bodyExcerptOf(error, secret);
-    return { ok: false, error, message, excerpt, durationMs: elapsed(), clientAuthFacts };
+    return { ok: false, error, message, excerpt, durationMs: elapsed(), clientAuthFacts, dpop };
   } finally {
     reader.close();
     await dispatcher?.close().catch(() => {});

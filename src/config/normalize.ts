@@ -77,6 +77,8 @@ export const DEFAULTS = {
     },
     upgrades: ["websocket"] as readonly string[],
     http2: false,
+    rateLimit: { per: "1s", burst: 0, by: "upstream", scope: "local", wait: "10s" } as const,
+    retry: { attempts: 1, on: ["connect", "reset"] as const, budget: "20%" },
     token: {
       defaultExpiresIn: "600s",
       refreshWindow: [0.75, 0.85] as const,
@@ -170,6 +172,7 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
     },
     readiness: readinessConfig(file.readiness?.requireTokens, upstreams),
     callers: callersConfig(file.callers, ctx),
+    tracing: { exporter: file.tracing?.exporter },
     upstreams,
   };
 }
@@ -250,6 +253,10 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
           : { ...tls, serverName: undefined },
       allowInsecureHttp,
       acceptTokenTypes: [...(u.token?.acceptTokenTypes ?? DEFAULT_ACCEPT_TOKEN_TYPES)],
+      dpop: u.dpop && {
+        keyFile: file("keyFile", u.dpop.keyFile, [...at, "dpop"]),
+        algorithm: u.dpop.algorithm,
+      },
     },
     tokenPolicy: tokenPolicy(u.token),
     tls,
@@ -279,6 +286,19 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
     upgrades: (u.upgrades ?? D.upgrades).map((name) => name.toLowerCase()),
     http2: u.http2 ?? D.http2,
     allow: u.allow?.map((rule) => ({ ...rule }) as AllowRule),
+    rateLimit: u.rateLimit && {
+      requests: u.rateLimit.requests,
+      perMs: parseDurationMs(u.rateLimit.per ?? D.rateLimit.per),
+      burst: u.rateLimit.burst ?? D.rateLimit.burst,
+      by: u.rateLimit.by ?? D.rateLimit.by,
+      scope: u.rateLimit.scope ?? D.rateLimit.scope,
+      waitMs: parseDurationMs(u.rateLimit.wait ?? D.rateLimit.wait),
+    },
+    retry: {
+      attempts: u.retry?.attempts ?? D.retry.attempts,
+      on: [...(u.retry?.on ?? D.retry.on)],
+      budgetPercent: Number.parseFloat(u.retry?.budget ?? D.retry.budget),
+    },
   };
 }
 

@@ -139,6 +139,65 @@ export const Timeouts = T.Object(
   { additionalProperties: false },
 );
 
+/** `upstreams[].dpop`: sender-constrained tokens (RFC 9449). */
+export const DpopSettings = T.Object(
+  {
+    /**
+     * PEM private key shared by replicas (EC P-256, RSA ≥ 2048, Ed25519), re-read when it
+     * changes. Default: a P-256 key made at start that never leaves the process.
+     */
+    keyFile: T.Optional(T.String({ minLength: 1 })),
+    /** ES256 | PS256 | RS256 | EdDSA. Default: from the key (P-256 → ES256, RSA → RS256, Ed25519 → EdDSA); an ephemeral key is made for it (default ES256). */
+    algorithm: T.Optional(
+      T.Union([T.Literal("ES256"), T.Literal("PS256"), T.Literal("RS256"), T.Literal("EdDSA")]),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** `upstreams[].rateLimit`: requests paced evenly (GCRA) before they reach the upstream. */
+export const RateLimitSettings = T.Object(
+  {
+    /** Requests allowed per `per`; at least 1. */
+    requests: T.Integer({ minimum: 1 }),
+    /** The period of `requests`. Default "1s". */
+    per: T.Optional(Duration),
+    /** Extra requests that may go at once beyond even spacing. Default 0 (strictly even). */
+    burst: T.Optional(T.Integer({ minimum: 0 })),
+    /** `upstream` (one budget) or `caller` (one per caller identity, else peer address). Default "upstream". */
+    by: T.Optional(T.Union([T.Literal("upstream"), T.Literal("caller")])),
+    /** `local` (per replica) or `shared` (all replicas, through tokenCache.redis). Default "local". */
+    scope: T.Optional(T.Union([T.Literal("local"), T.Literal("shared")])),
+    /** Longest a request over the limit waits for its turn (in arrival order); 0 answers 429 at once. Default "10s". */
+    wait: T.Optional(Duration),
+  },
+  { additionalProperties: false },
+);
+
+/** `upstreams[].retry`: what is safe to send again (RFC 9110 §9.2.2). */
+export const RetrySettings = T.Object(
+  {
+    /** Extra attempts for idempotent requests (or ones with Idempotency-Key); 0 disables. Default 1. */
+    attempts: T.Optional(T.Integer({ minimum: 0, maximum: 5 })),
+    /** Failures retried. Default ["connect", "reset"]. */
+    on: T.Optional(
+      T.Array(
+        T.Union([
+          T.Literal("connect"),
+          T.Literal("reset"),
+          T.Literal("502"),
+          T.Literal("503"),
+          T.Literal("504"),
+        ]),
+        { uniqueItems: true },
+      ),
+    ),
+    /** Retries never exceed this share of requests over 10 s, e.g. "20%". Default "20%". */
+    budget: T.Optional(T.String({ pattern: "^[0-9]+(\\.[0-9]+)?%$" })),
+  },
+  { additionalProperties: false },
+);
+
 /** One `allow` rule: exactly one of its keys. */
 export const AllowRule = T.Object(
   {
@@ -333,6 +392,12 @@ export const Upstream = T.Object(
      * reaches the listener. A caller identifies with `Proxy-Authorization` (see `callers`).
      */
     allow: T.Optional(T.Array(AllowRule, { minItems: 1 })),
+    /** Sign a DPoP proof for the token request and every upstream request (RFC 9449); `{}` for an ephemeral key. */
+    dpop: T.Optional(DpopSettings),
+    /** Pace requests to this upstream (see `RateLimitSettings`). Default: none. */
+    rateLimit: T.Optional(RateLimitSettings),
+    /** Retry safe requests after a connection failure (see `RetrySettings`). */
+    retry: T.Optional(RetrySettings),
   },
   { additionalProperties: false },
 );
@@ -506,6 +571,16 @@ export const ConfigFile = T.Object(
     limits: T.Optional(Limits),
     shutdown: T.Optional(Shutdown),
     tokenCache: T.Optional(TokenCache),
+    /**
+     * OpenTelemetry traces. On when `exporter: otlp` or env OTEL_TRACES_EXPORTER=otlp; the
+     * exporter is configured by the standard OTEL_* variables. Default: off.
+     */
+    tracing: T.Optional(
+      T.Object(
+        { exporter: T.Optional(T.Union([T.Literal("otlp"), T.Literal("none")])) },
+        { additionalProperties: false },
+      ),
+    ),
     /** How callers identify themselves for `upstreams[].allow` (see `Callers`). */
     callers: T.Optional(Callers),
     /** What /readyz requires besides running (see `Readiness`). */

@@ -87,6 +87,38 @@ export interface TokenEndpointSpec {
   allowInsecureHttp: boolean;
   /** `token_type` values accepted as Bearer (from `token.acceptTokenTypes`; default ["Bearer"]). */
   acceptTokenTypes: readonly string[];
+  /** DPoP (RFC 9449): proofs on the token request and every upstream request; undefined: off. */
+  dpop: DpopSpec | undefined;
+}
+
+/** `upstreams[].dpop`. */
+export interface DpopSpec {
+  /** Absolute path of a PEM key shared by replicas; undefined: an ephemeral key per process (of `algorithm`, default P-256/ES256). */
+  keyFile: string | undefined;
+  /** undefined: inferred from the key. */
+  algorithm: "ES256" | "PS256" | "RS256" | "EdDSA" | undefined;
+}
+
+/** `upstreams[].rateLimit` (schema.ts `RateLimitSettings`). */
+export interface RateLimitConfig {
+  requests: number;
+  perMs: number;
+  burst: number;
+  by: "upstream" | "caller";
+  scope: "local" | "shared";
+  waitMs: number;
+}
+
+/** What an upstream retries after a failure before any response byte was relayed. */
+export type RetryTrigger = "connect" | "reset" | "502" | "503" | "504";
+
+/** `upstreams[].retry` (schema.ts `RetrySettings`). */
+export interface RetryConfig {
+  /** Extra attempts (0: none). */
+  attempts: number;
+  on: readonly RetryTrigger[];
+  /** Retries stay below this share of requests over 10 s. */
+  budgetPercent: number;
 }
 
 export interface UpstreamConfig {
@@ -133,6 +165,9 @@ export interface UpstreamConfig {
   http2: boolean;
   /** Who may use this upstream (ORed); undefined: anyone who reaches the listener. */
   allow: readonly AllowRule[] | undefined;
+  /** Pacing; undefined: none. */
+  rateLimit: RateLimitConfig | undefined;
+  retry: RetryConfig;
 }
 
 /** One `upstreams[].allow` rule (schema.ts `AllowRule`): exactly one key. */
@@ -235,5 +270,7 @@ export interface ProxyConfig {
   tokenCache: { redis: RedisCacheConfig | undefined; maxSources: number; eagerLimit: number };
   readiness: ReadinessConfig;
   callers: CallersConfig;
+  /** OpenTelemetry: "otlp" when the file says so (env OTEL_TRACES_EXPORTER decides otherwise). */
+  tracing: { exporter: "otlp" | "none" | undefined };
   upstreams: readonly UpstreamConfig[];
 }

@@ -41,3 +41,12 @@ function toMs(value: string | number): number | undefined {
     return undefined;
   }
 }
+
+/** True for a well-formed duration of zero (a malformed one is the schema's to report). */
+export function durationIsZero(value: string | number): boolean {
+  try {
+    return parseDurationMs(value) === 0;
+  } catch {
+    return false;
+  }
+}

@@ -4,9 +4,11 @@
  * because the schema already reported them).
  */
 
+import type { KeyObject } from "node:crypto";
 import { constants } from "node:fs";
 import { access, stat } from "node:fs/promises";
 import { HOP_BY_HOP_HEADERS } from "../net/hop-by-hop.js";
+import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "../token/dpop/key-problem.js";
 import { KNOWN_API_VERSIONS } from "./api-versions.js";
 import { SETTINGS } from "./env-overrides.js";
 import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
@@ -15,10 +17,12 @@ import { validateRedisTopology } from "./redis-topology.js";
 import { didYouMean } from "./suggest.js";
 import { type PemFile, type PemKind, readPemFile } from "./tls-files.js";
 import { checkAcceptTokenTypes } from "./token-types.js";
-import { parseByteSize, parseDurationMs } from "./units.js";
+import type { AssertionAlgorithm } from "./types.js";
+import { parseByteSize } from "./units.js";
 import { validateCallers } from "./validate-callers.js";
 import { checkClientAuth, needsSecret } from "./validate-client-auth.js";
-import { validateDurations } from "./validate-durations.js";
+import { durationIsZero, validateDurations } from "./validate-durations.js";
+import { validatePacing } from "./validate-pacing.js";
 import { validateRoutes } from "./validate-routes.js";
 
 /** What the semantic checks need besides the document. */
@@ -41,6 +45,7 @@ const HOP_BY_HOP_NAMES = HOP_BY_HOP_HEADERS;
 /** Names `headers` may not set, with the reason. */
 const FORBIDDEN_HEADERS: ReadonlyMap<string, string> = new Map([
   ["authorization", "the proxy sets authorization itself"],
+  ["dpop", "the proxy signs a DPoP proof for every request itself (upstreams[].dpop)"],
   ["x-version", "the proxy sets x-version from apiVersion"],
   ["host", "the proxy sets host from baseUrl"],
   ["content-length", "each request's body sets its own content-length"],
@@ -53,8 +58,14 @@ const FORBIDDEN_TOKEN_HEADERS: ReadonlyMap<string, string> = new Map([
   ["host", "the proxy sets host from the token URL"],
   ["content-length", "the proxy sets content-length for the token request body"],
   ["content-type", "the proxy sets content-type from tokenRequestFormat"],
+  [
+    "dpop",
+    "the proxy signs a fresh DPoP proof for each token request when upstreams[].dpop is set (RFC 9449)",
+  ],
   ...HOP_BY_HOP_NAMES.map((n): [string, string] => [n, HOP_BY_HOP]),
 ]);
+
+const DPOP_ALGORITHMS: ReadonlySet<string> = new Set(["ES256", "PS256", "RS256", "EdDSA"]);
 
 const RESERVED_TOKEN_PARAMS: ReadonlyMap<string, string> = new Map([
   ["grant_type", "the proxy always sends grant_type=client_credentials"],
@@ -78,6 +89,8 @@ interface FileRef {
   absolute: string;
   /** What the file must hold, beyond being readable (see tls-files.ts). */
   holds?: PemKind | undefined;
+  /** A private key that parsed must also pass this (`holds: "key"` only): an issue, or undefined. */
+  keyCheck?: ((key: KeyObject) => { path: IssuePath; message: string } | undefined) | undefined;
 }
 
 /** Run every semantic check; problems and warnings go to `issues`. */
@@ -96,6 +109,7 @@ export async function validateSemantics(
   validateDurations(doc, issues, ctx.schema);
   validateRedisTopology(doc, issues);
   await validateCallers(doc, ctx, issues);
+  validatePacing(doc, issues);
   const checked = await Promise.all(
     files.map(async (f): Promise<PemFile | { problem: string | undefined }> => {
       const unreadable = await checkReadableFile(f.absolute);
@@ -103,8 +117,12 @@ export async function validateSemantics(
       return readPemFile(f.absolute, f.holds);
     }),
   );
-  checked.forEach(({ problem }, i) => {
-    if (problem !== undefined) issues.add(files[i]!.path, problem);
+  checked.forEach((result, i) => {
+    if (result.problem !== undefined) issues.add(files[i]!.path, result.problem);
+    else if ("key" in result) {
+      const found = files[i]!.keyCheck?.(result.key);
+      if (found !== undefined) issues.add(found.path, found.message);
+    }
   });
   checkKeyPairs(files, checked, issues);
 }
@@ -228,18 +246,11 @@ function checkUpstream(
   }
   collectFile(u, "clientKeyFile", at, ctx, files, "key");
   collectFile(u, "clientCertificateFile", at, ctx, files, "cert");
+  if (isObject(u.dpop)) collectDpopKeyFile(u.dpop, [...at, "dpop"], ctx, files);
   for (const tlsKey of ["tls", "tokenTls"]) {
     const tls = u[tlsKey];
     if (!isObject(tls)) continue;
     for (const [key, holds] of TLS_FILES) collectFile(tls, key, [...at, tlsKey], ctx, files, holds);
-  }
-}
-
-function durationIsZero(value: string | number): boolean {
-  try {
-    return parseDurationMs(value) === 0;
-  } catch {
-    return false; // malformed: the schema reports it
   }
 }
 
@@ -380,6 +391,34 @@ function collectFile(
   if (typeof value !== "string" || value === "") return;
   const path = [...at, key];
   files.push({ path, absolute: resolveFilePath(path, value, ctx), holds });
+}
+
+/**
+ * `dpop.keyFile`: readable and a PEM private key (as clientKeyFile), and one that can sign
+ * proofs with `dpop.algorithm` or the algorithm it implies (the check the key loader makes).
+ */
+function collectDpopKeyFile(
+  dpop: Record<string, unknown>,
+  at: IssuePath,
+  ctx: PathContext,
+  files: FileRef[],
+): void {
+  const before = files.length;
+  collectFile(dpop, "keyFile", at, ctx, files, "key");
+  const ref = files[before];
+  if (ref === undefined) return;
+  const configured =
+    typeof dpop.algorithm === "string" && DPOP_ALGORITHMS.has(dpop.algorithm)
+      ? (dpop.algorithm as AssertionAlgorithm)
+      : undefined;
+  ref.keyCheck = (key) => {
+    const usable = dpopSigningAlgorithm(key, configured);
+    if (usable.problem === undefined) return undefined;
+    return {
+      path: configured === undefined ? ref.path : [...at, "algorithm"],
+      message: `expected a key that signs DPoP proofs (${DPOP_KEYS_SUPPORTED}), found: ${usable.problem} in ${ref.absolute}`,
+    };
+  };
 }
 
 /** Undefined when `file` is a readable regular file, else what is wrong with it. */

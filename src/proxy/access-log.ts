@@ -30,6 +30,9 @@ export interface AccessLine {
   cause: object | undefined;
   /** Who asked, when an `allow` list identified the caller; never a credential. */
   caller?: string | undefined;
+  /** The request's trace and SERVER span, when tracing is on. */
+  trace_id?: string | undefined;
+  span_id?: string | undefined;
 }
 
 export interface AccessLog {
@@ -136,6 +139,8 @@ function renderFields(line: AccessLine): string {
   if (line.errorCode !== undefined) out += `,"errorCode":${JSON.stringify(line.errorCode)}`;
   if (line.cause !== undefined) out += `,"cause":${JSON.stringify(line.cause)}`;
   if (line.caller !== undefined) out += `,"caller":${JSON.stringify(line.caller)}`;
+  if (line.trace_id !== undefined) out += `,"trace_id":${JSON.stringify(line.trace_id)}`;
+  if (line.span_id !== undefined) out += `,"span_id":${JSON.stringify(line.span_id)}`;
   return out;
 }
 
@@ -165,6 +170,8 @@ const SAMPLES: AccessLine[] = [
     errorCode: "upstream_reset",
     cause: { codes: ["ECONNRESET"], message: 'socket "hang up"' },
     caller: "sa:payments/billing-client",
+    trace_id: "4bf92f3577b34da6a3ce929d0e0e4736",
+    span_id: "00f067aa0ba902b7",
   },
 ];
 

@@ -18,6 +18,12 @@ import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { UpstreamConfig } from "../config/types.js";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
+import {
+  type ClientSpan,
+  NOOP_TRACING,
+  type ServerSpan,
+  writeTraceContext,
+} from "../observability/tracing.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
 import { type MappedProxyError, mapUpstreamError, sendProxyError } from "./proxy-errors.js";
 import {
@@ -65,6 +71,8 @@ export interface ExchangeOptions {
   path: string;
   headers: string[];
   authorizationIndex: number;
+  /** Where the DPoP proof goes (`headers[dpopIndex]`), signed anew for every attempt; -1: none. */
+  dpopIndex: number;
   /** The Authorization value for a token (validated; see inject-headers). */
   authorization: (token: AccessToken) => string;
   token: AccessToken;
@@ -75,8 +83,12 @@ export interface ExchangeOptions {
   /** Slowest the client may read (bytes/s, 0: off) once its buffer is full; see waitForDrain. */
   minResponseRate: number;
   minDataRateGraceMs: number;
+  /** The request's SERVER span: each attempt is a CLIENT span under it. Default: off. */
+  span?: ServerSpan | undefined;
   onDone: (outcome: ExchangeOutcome) => void;
 }
+
+const NO_SPAN = NOOP_TRACING.startServerSpan({ headers: {} });
 
 interface Held401 {
   statusCode: number;
@@ -85,6 +97,8 @@ interface Held401 {
   size: number;
   /** Set once the held 401 is complete. */
   trailers?: (Buffer | string)[] | null;
+  /** A DPoP resource server asked for a nonce (RFC 9449 §9): retry with it, same token. */
+  useNonce: boolean;
 }
 
 /** Starts the exchange; `onDone` is called exactly once. Call `abortFromClient` on hang-up. */
@@ -106,6 +120,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private readonly replayable: boolean;
   private replayed = false;
   private retried = false;
+  /** The one retry a DPoP `use_dpop_nonce` 401 gets, before any token replay. */
+  private nonceRetried = false;
+  /** The upstream URL a DPoP proof names (`htu`; the query is dropped when signing). */
+  private proofUrl: string | undefined;
   private finished = false;
   private clientGone = false;
   /** Set while a 401 is being held for a possible replay. */
@@ -116,6 +134,9 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private queueTimer: NodeJS.Timeout | undefined;
   /** Set when the client must take its full buffer before this fires (minResponseRate). */
   private drainTimer: NodeJS.Timeout | undefined;
+  /** The current attempt's CLIENT span, and the status the upstream answered it with. */
+  private attempt: ClientSpan | undefined;
+  private attemptStatus = 0;
 
   constructor(options: ExchangeOptions) {
     this.o = options;
@@ -132,6 +153,17 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.resumeUpstream = undefined;
     this.held = undefined;
     this.responseStarted = false;
+    if (this.o.dpopIndex >= 0 && !this.signProof()) return;
+    this.attemptStatus = 0;
+    this.attempt = (this.o.span ?? NO_SPAN).startClientSpan(
+      method,
+      upstream.origin,
+      path,
+      upstream.name,
+      Number(this.replayed) + Number(this.retried) + Number(this.nonceRetried),
+    );
+    // The upstream sees this attempt as the parent (a no-op when tracing is off).
+    writeTraceContext(headers, this.attempt);
     this.startQueueTimer(dispatcher);
     try {
       dispatcher.dispatch(
@@ -150,6 +182,28 @@ export class Exchange implements Dispatcher.DispatchHandler {
       );
     } catch (err) {
       this.fail(mapUpstreamError(err, upstream.name));
+    }
+  }
+
+  /**
+   * A fresh DPoP proof for this attempt (new `jti`; `ath` of the token it carries; the origin's
+   * last nonce): a reset retry or a replay never resends a proof the upstream may have seen.
+   */
+  private signProof(): boolean {
+    const { dpop } = this.token;
+    const { headers, dpopIndex, upstream } = this.o;
+    try {
+      if (!dpop) throw new Error("a DPoP upstream got a token that is not bound to a DPoP key");
+      this.proofUrl ??= `${upstream.origin}${this.o.path}`;
+      headers[dpopIndex] = dpop.proofFor(this.o.method, this.proofUrl, this.token.value);
+      return true;
+    } catch (err) {
+      this.fail({
+        code: "internal_error",
+        message: `no DPoP proof could be signed for upstream ${upstream.name}`,
+        cause: err,
+      });
+      return false;
     }
   }
 
@@ -205,9 +259,16 @@ export class Exchange implements Dispatcher.DispatchHandler {
       if (statusCode === 103 && !this.finished) this.relayEarlyHints(raw);
       return true;
     }
+    this.attemptStatus = statusCode;
     if (this.finished) return true;
-    if (statusCode === 401 && this.replayable && !this.replayed) {
-      this.held = { statusCode, rawHeaders: raw, chunks: [], size: 0 };
+    // Every answer may carry the origin's next DPoP-Nonce (RFC 9449 §8.2): kept for later proofs.
+    const useNonce =
+      this.token.dpop !== undefined &&
+      this.proofUrl !== undefined &&
+      this.token.dpop.noteResponse(this.proofUrl, statusCode, raw) &&
+      !this.nonceRetried;
+    if (statusCode === 401 && this.replayable && (!this.replayed || useNonce)) {
+      this.held = { statusCode, rawHeaders: raw, chunks: [], size: 0, useNonce };
       return true;
     }
     this.writeHead(statusCode, raw);
@@ -269,6 +330,13 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (this.finished) return;
     if (this.held) {
       this.held.trailers = trailers;
+      this.endAttempt(undefined);
+      if (this.held.useNonce) {
+        // The resource server wants a nonce it has now sent: once more, same token, new proof.
+        this.nonceRetried = true;
+        this.dispatch();
+        return;
+      }
       void this.replayAfter401(this.held);
       return;
     }
@@ -287,6 +355,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     const { upstream } = this.o;
     const mapped = mapUpstreamError(err, upstream.name, upstream.maxResponseHeaderSizeBytes);
     if (this.shouldRetry(mapped)) {
+      this.endAttempt(mapped.code);
       this.retried = true;
       this.dispatch();
       return;
@@ -437,9 +506,18 @@ export class Exchange implements Dispatcher.DispatchHandler {
     });
   }
 
+  /** Ends the current attempt's span (an attempt retried or replayed ends before the next). */
+  private endAttempt(errorCode: string | undefined): void {
+    const attempt = this.attempt;
+    if (!attempt) return;
+    this.attempt = undefined;
+    attempt.end(this.attemptStatus, errorCode, this.o.upstream.http2 ? undefined : "1.1");
+  }
+
   private done(outcome: Omit<ExchangeOutcome, "replayed" | "bytesOut">): void {
     if (this.finished) return;
     this.finished = true;
+    this.endAttempt(outcome.errorCode);
     clearTimeout(this.queueTimer);
     clearTimeout(this.drainTimer);
     // A literal of one fixed shape: spreading `outcome` here cost ~4% of a small GET's CPU.

@@ -29,8 +29,11 @@ const ALWAYS_DROPPED = new Set([...HOP_BY_HOP_HEADERS, "host", "expect", "forwar
 const CONTENT_LENGTH = "content-length";
 const DIGITS = /^[0-9]+$/;
 
-/** Credential fields the client may not send (replaced, or 400 with `clientCredentials: reject`). */
-const CREDENTIAL_FIELDS = new Set(["authorization", "x-version"]);
+/**
+ * Credential fields the client may not send (replaced, or 400 with `clientCredentials: reject`).
+ * A client's own `DPoP` proof is dropped too: proofs are ours to sign (RFC 9449 §4).
+ */
+const CREDENTIAL_FIELDS = new Set(["authorization", "x-version", "dpop"]);
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** A field value may hold HTAB, visible ASCII, SP and obs-text; never CR, LF or NUL. */
@@ -51,6 +54,8 @@ export type InjectResult =
       headers: string[];
       /** Index in `headers` of the Authorization value, filled in by `setAuthorization`. */
       authorizationIndex: number;
+      /** Index of the `DPoP` proof value (signed per attempt), or -1 without `dpop`. */
+      dpopIndex: number;
     }
   | { kind: "reject"; message: string };
 
@@ -62,14 +67,15 @@ export interface HeaderInjector {
 }
 
 /**
- * `Bearer <token>` with exactly one space. Throws if the token holds anything that could break
- * or split the header (the token engine already refuses those; this is the last line).
+ * `Bearer <token>` (or `DPoP <token>` for a token bound to a DPoP key, RFC 9449 §7.1) with
+ * exactly one space. Throws if the token holds anything that could break or split the header
+ * (the token engine already refuses those; this is the last line).
  */
 export function authorizationValue(token: AccessToken): string {
   if (!isBearerTokenSyntax(token.value)) {
     throw new Error(`token ${token.fingerprint} contains characters not allowed in a header`);
   }
-  return `Bearer ${token.value}`;
+  return token.dpop ? `DPoP ${token.value}` : `Bearer ${token.value}`;
 }
 
 /** The upstream's authority for the Host field: host, plus the port when not 443. */
@@ -112,6 +118,9 @@ function connectionTokens(raw: readonly string[]): Set<string> | undefined {
 export function createHeaderInjector(upstream: UpstreamConfig): HeaderInjector {
   const staticNames = new Set<string>();
   const tail: string[] = ["host", upstreamAuthority(upstream), "authorization", ""];
+  // The proof's slot right after Authorization: filled per attempt (forward.ts).
+  const hasDpop = upstream.token?.dpop !== undefined;
+  if (hasDpop) tail.push("dpop", "");
   if (upstream.versionHeader !== undefined) {
     if (INVALID_VALUE.test(upstream.versionHeader)) {
       throw new Error(`upstream ${upstream.name}: invalid X-Version value`);
@@ -176,6 +185,7 @@ export function createHeaderInjector(upstream: UpstreamConfig): HeaderInjector {
         headers.push(name, value);
       }
       const authorizationIndex = headers.length + 3;
+      const dpopIndex = hasDpop ? authorizationIndex + 2 : -1;
       for (const item of tail) headers.push(item);
       if (forwarded) {
         if (context.remoteAddress) headers.push("x-forwarded-for", context.remoteAddress);
@@ -184,7 +194,7 @@ export function createHeaderInjector(upstream: UpstreamConfig): HeaderInjector {
           headers.push("x-forwarded-host", context.authority);
         }
       }
-      return { kind: "ok", headers, authorizationIndex };
+      return { kind: "ok", headers, authorizationIndex, dpopIndex };
     },
   };
 }

@@ -32,6 +32,7 @@ import {
 } from "../net/node-http.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { Tracing } from "../observability/tracing.js";
 import type { TokenProvider } from "../token/types.js";
 import { type AccessLog, createAccessLog } from "./access-log.js";
 import { answerClientError } from "./client-errors.js";
@@ -59,6 +60,8 @@ export interface ProxyServerDeps {
   freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
   /** Who may use which upstream (`upstreams[].allow`); undefined: everyone. */
   callerGate?: CallerGate | undefined;
+  /** Request and upstream-attempt spans; default: off. */
+  tracing?: Tracing | undefined;
   metrics: Metrics;
   logger: Logger;
   /**
@@ -115,6 +118,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       dispatcherFor: routing.dispatcherFor,
       freshDispatcherFor: routing.freshDispatcherFor,
       callerGate: routing.callerGate,
+      tracing: deps.tracing,
       metrics: deps.metrics,
       logger: deps.logger,
       accessLog,

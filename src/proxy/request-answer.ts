@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
+import type { ServerSpan, Tracing } from "../observability/tracing.js";
 import type { ExchangeOutcome } from "./forward.js";
 import { sendProxyError } from "./proxy-errors.js";
 import type { RequestRecorder } from "./request-log.js";
@@ -24,6 +25,8 @@ export interface FailExtra {
 /** Shared by every request of a listener. */
 export interface AnswerContext {
   recordRequest: RequestRecorder;
+  /** One SERVER span per request (a shared no-op when tracing is off). */
+  tracing: Tracing;
   /** True once every response must carry `Connection: close` (closing, draining). */
   closingAll(): boolean;
   /** Called exactly once per request, when it is finished (answered, failed or abandoned). */
@@ -53,6 +56,8 @@ export class RequestAnswer {
   abortExchange: (() => void) | undefined;
   /** `closeConnection` bound once, for the exchange. */
   readonly closeConnection: () => boolean;
+  /** The request's SERVER span (continuing the client's `traceparent`). */
+  readonly span: ServerSpan;
   private readonly hasBody: boolean;
 
   constructor(
@@ -61,6 +66,7 @@ export class RequestAnswer {
     private readonly ctx: AnswerContext,
   ) {
     this.method = req.method ?? "GET";
+    this.span = ctx.tracing.startServerSpan(req);
     // A body still unread when we answer would have to be drained: close instead. (A request
     // without a body is not "complete" yet while its 'request' event runs, hence the check.)
     this.hasBody =
@@ -75,12 +81,15 @@ export class RequestAnswer {
   markRouted(upstream: string): void {
     this.upstreamName = upstream;
     this.routed = true;
+    this.span.setUpstream(upstream);
     this.ctx.recordRequest.markInFlight(upstream);
   }
 
   finish(outcome: FinishOutcome): void {
     if (this.finished) return;
     this.finished = true;
+    if (this.pathname) this.span.setPath(this.pathname);
+    this.span.end(outcome.status, outcome.errorCode);
     this.ctx.onFinished(this);
     this.ctx.recordRequest({
       upstream: this.upstreamName,
@@ -95,6 +104,8 @@ export class RequestAnswer {
       errorCode: outcome.errorCode,
       cause: outcome.cause,
       caller: this.caller,
+      traceId: this.span.traceId,
+      spanId: this.span.spanId,
     });
   }
 

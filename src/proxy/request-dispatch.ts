@@ -59,7 +59,19 @@ async function waitThenExchange(
     let token = cached;
     if (!token) {
       answer.abortWait = new AbortController();
-      token = await tokens.getToken(answer.abortWait.signal);
+      // The wait is part of the request's trace: "where did the time go" often ends here.
+      const wait = answer.span.startTokenSpan(upstream.name);
+      try {
+        token = await tokens.getToken(answer.abortWait.signal);
+        wait.end();
+      } catch (err) {
+        wait.end(
+          answer.abortWait.signal.aborted
+            ? "client_closed"
+            : mapUpstreamError(err, upstream.name).code,
+        );
+        throw err;
+      }
     }
     if (answer.finished) return;
     let body: Buffer | Readable | null = null;
@@ -127,12 +139,14 @@ function exchange(
     path: plan.path,
     headers: plan.headers,
     authorizationIndex: plan.authorizationIndex,
+    dpopIndex: plan.dpopIndex,
     authorization: route.injector.authorization,
     token,
     body,
     closeConnection: answer.closeConnection,
     minResponseRate: deps.limits.minResponseRate,
     minDataRateGraceMs: deps.limits.minDataRateGraceMs,
+    span: answer.span,
     onDone: (outcome) => {
       answer.abortExchange = undefined;
       answer.finish(outcome);

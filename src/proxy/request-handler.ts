@@ -11,6 +11,7 @@ import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
+import { NOOP_TRACING, type Tracing } from "../observability/tracing.js";
 import type { TokenProvider } from "../token/types.js";
 import type { AccessLog } from "./access-log.js";
 import { createPipelineQueue } from "./pipeline-queue.js";
@@ -30,6 +31,8 @@ export interface RequestHandlerDeps {
   freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
   /** Who may use which upstream; undefined: everyone (no `allow` anywhere). */
   callerGate?: CallerGate | undefined;
+  /** Spans per request and upstream attempt; default: off. */
+  tracing?: Tracing | undefined;
   metrics: Metrics;
   logger: Logger;
   /** Where the per-request access line goes (see access-log.ts). */
@@ -54,6 +57,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const pipeline = createPipelineQueue(handle, deps.limits.maxPipelinedRequests);
   const context: AnswerContext = {
     recordRequest: createRequestRecorder(deps.metrics, deps.accessLog),
+    tracing: deps.tracing ?? NOOP_TRACING,
     closingAll: () => closing || lifecycle.phase === "draining",
     onFinished(answer) {
       inFlight--;

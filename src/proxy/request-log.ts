@@ -28,6 +28,9 @@ export interface RequestRecord {
   cause: unknown;
   /** `user:…`, `sa:…` or `addr:…` when an `allow` list identified the caller. */
   caller?: string | undefined;
+  /** Hex ids of the request's SERVER span; "" (or absent) when tracing is off. */
+  traceId?: string | undefined;
+  spanId?: string | undefined;
 }
 
 /** Long paths are cut in the log; the request itself is limited by maxUrlLength. */
@@ -59,6 +62,8 @@ export function createRequestRecorder(metrics: Metrics, accessLog: AccessLog): R
       errorCode: record.errorCode,
       cause: describeCause(record.cause),
       caller: record.caller,
+      trace_id: record.traceId || undefined,
+      span_id: record.spanId || undefined,
     });
   }) as RequestRecorder;
   recordRequest.markInFlight = (upstream) => requestMetrics.started(upstream);

@@ -27,6 +27,8 @@ export interface ForwardPlan {
   /** Forwarded headers (flat name/value list); the Authorization slot is filled at dispatch. */
   headers: string[];
   authorizationIndex: number;
+  /** Index of the DPoP proof value, or -1. */
+  dpopIndex: number;
   body: BodyPlan;
   /** Largest body this request may send (0: none); chunked bodies are counted as they come. */
   maxBodyBytes: number;
@@ -138,6 +140,7 @@ export function createRequestPlanner(
       path: upstreamPath(upstream, guard.pathAndQuery),
       headers: injected.headers,
       authorizationIndex: injected.authorizationIndex,
+      dpopIndex: injected.dpopIndex,
       body,
       maxBodyBytes,
     };

@@ -364,6 +364,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
           path,
           headers: injected.headers,
           authorizationIndex: injected.authorizationIndex,
+          dpopIndex: injected.dpopIndex,
           authorization: injector.authorization,
           token,
           body: null,

@@ -24,6 +24,8 @@ export function changesNeedingRestart(current: ProxyConfig, next: ProxyConfig): 
   if (listenText(current.listen) !== listenText(next.listen)) paths.push("listen");
   if (listenText(current.admin) !== listenText(next.admin)) paths.push("admin");
   if (current.log.format !== next.log.format) paths.push("log.format");
+  // The OpenTelemetry SDK is loaded (or not) once, at start.
+  if (current.tracing.exporter !== next.tracing.exporter) paths.push("tracing.exporter");
   if (JSON.stringify(current.tokenCache.redis) !== JSON.stringify(next.tokenCache.redis)) {
     paths.push("tokenCache.redis");
   }

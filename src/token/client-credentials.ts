@@ -2,6 +2,8 @@
  * One OAuth 2.0 client-credentials token request (RFC 6749 §4.4) and a field-by-field check of
  * the answer (oauth4webapi `processGenericAccessTokenResponse`). Every failure becomes a
  * BearerProxyError whose message names the endpoint and the status, never a secret or a token.
+ * With `upstreams[].dpop` the request carries a DPoP proof (RFC 9449 §5) made by the dpop room,
+ * and a `use_dpop_nonce` answer is retried once with the server's nonce (§8).
  */
 import type { Dispatcher } from "undici";
 import type { TokenEndpointSpec } from "../config/types.js";
@@ -13,6 +15,7 @@ import {
   createClientAuth,
 } from "./client-auth/index.js";
 import { credentialsRejectedHint } from "./credential-hint.js";
+import type { Dpop } from "./dpop/index.js";
 import { describeTokenUrl, sanitizeIdpText } from "./response-text.js";
 import { parseTokenResponse, type TokenResponse } from "./token-response.js";
 
@@ -30,6 +33,11 @@ export interface TokenRequestDeps {
   wallNow?: () => number;
   /** Told how the client authenticated (secret-free facts; `bearer-proxy check` prints them). */
   onClientAuth?: (facts: readonly string[]) => void;
+  /**
+   * The credential's DPoP key (`upstreams[].dpop`): each attempt carries a fresh proof, and
+   * only a DPoP-bound token is taken. Undefined: a plain bearer token request.
+   */
+  dpop?: Dpop | undefined;
 }
 
 /** Longest token response body read; a real one is a few KiB at most. */
@@ -60,12 +68,7 @@ export async function requestToken(
     );
   }
   const wallNow = deps.wallNow ?? Date.now;
-  const { headers, body, sentSecrets, facts } = await buildTokenRequest(
-    spec,
-    credentials,
-    wallNow(),
-  );
-  deps.onClientAuth?.(facts);
+  const { dpop } = deps;
 
   const controller = new AbortController();
   let timedOut = false;
@@ -79,22 +82,37 @@ export async function requestToken(
   if (deps.signal?.aborted) onCallerAbort();
 
   try {
-    const response = await request(url, {
-      method: "POST",
-      headers,
-      body,
-      dispatcher: deps.dispatcher,
-      signal: controller.signal,
-    });
-    const text = await readResponse(response, where);
-    return parseTokenResponse(response.statusCode, response.headers, text, {
-      where,
-      secrets: sentSecrets,
-      clientId: credentials.clientId,
-      acceptTokenTypes: spec.acceptTokenTypes,
-      credentialsHint: credentialsRejectedHint(spec, credentials),
-      wallNow,
-    });
+    for (let attempt = 1; ; attempt++) {
+      // Built anew for the nonce retry too: a private-key-jwt assertion must not be replayed
+      // (RFC 7523 §3 `jti`), and a proof never is (RFC 9449 §11.1).
+      const { headers, body, sentSecrets, facts } = await buildTokenRequest(
+        spec,
+        credentials,
+        wallNow(),
+      );
+      deps.onClientAuth?.(facts);
+      if (dpop) headers.dpop = dpop.proofFor("POST", url);
+      const response = await request(url, {
+        method: "POST",
+        headers,
+        body,
+        dispatcher: deps.dispatcher,
+        signal: controller.signal,
+      });
+      const text = await readResponse(response, where);
+      // Every answer may carry a new DPoP-Nonce (§8.2); 400 use_dpop_nonce asks for one retry.
+      const retry = dpop?.noteResponse(url, response.statusCode, response.headers, text) ?? false;
+      if (retry && attempt === 1) continue;
+      return parseTokenResponse(response.statusCode, response.headers, text, {
+        where,
+        secrets: sentSecrets,
+        clientId: credentials.clientId,
+        acceptTokenTypes: spec.acceptTokenTypes,
+        credentialsHint: credentialsRejectedHint(spec, credentials),
+        dpop: dpop !== undefined,
+        wallNow,
+      });
+    }
   } catch (error) {
     if (error instanceof BearerProxyError) throw error;
     if (timedOut) {

@@ -25,6 +25,13 @@ export interface IdentityOptions {
    * secret, so a rotated secret simply misses instead of keying a new entry.
    */
   omitClientSecret?: boolean;
+  /**
+   * The RFC 7638 thumbprint of the DPoP key in use (`spec.dpop` set). A DPoP-bound token is
+   * useful only with its key, so the key, not where it was read from, is part of the identity:
+   * the jkt replaces `dpop.keyFile` (replicas with another key never share; replicas keeping one
+   * key at different paths do).
+   */
+  dpopJkt?: string | undefined;
 }
 
 /**
@@ -38,16 +45,26 @@ export function credentialIdentity(spec: TokenEndpointSpec, options: IdentityOpt
   fields.tls = { ...spec.tls, caFile: undefined };
   if (options.clientId !== undefined) fields.clientId = { kind: "value", value: options.clientId };
   if (options.omitClientSecret) delete fields.clientSecret;
+  if (options.dpopJkt !== undefined && spec.dpop !== undefined) {
+    fields.dpop = { ...spec.dpop, keyFile: undefined, jkt: options.dpopJkt };
+  }
   return canonicalJson(fields);
 }
 
 /**
  * The key replicas share a token under in Redis, also the AES-GCM associated data of the stored
- * value: the identity with the client id's value and without the secret, hashed.
+ * value: the identity with the client id's value, the DPoP key's thumbprint (when `spec.dpop` is
+ * set) and without the secret, hashed.
  */
-export function sharedCredentialKey(spec: TokenEndpointSpec, clientId: string): string {
+export function sharedCredentialKey(
+  spec: TokenEndpointSpec,
+  clientId: string,
+  options: { dpopJkt?: string | undefined } = {},
+): string {
   return createHash("sha256")
-    .update(credentialIdentity(spec, { clientId, omitClientSecret: true }))
+    .update(
+      credentialIdentity(spec, { clientId, omitClientSecret: true, dpopJkt: options.dpopJkt }),
+    )
     .digest("hex");
 }
 

@@ -1,12 +1,21 @@
 /**
  * Token sources whose token requests go through the Redis-shared cache (issue 6): a replica asks
  * Redis first and only one replica at a time asks the token endpoint. Everything else (refresh
- * timing, backoff, waiting, rotation) is the ordinary token source's.
+ * timing, backoff, waiting, rotation, the DPoP key) is the ordinary token source's.
+ *
+ * A DPoP-bound token (RFC 9449) is useful only to a holder of its key, so it is shared under the
+ * key's thumbprint (part of the Redis key and the AES-GCM associated data): a replica with
+ * another `dpop.keyFile` never gets it. An ephemeral key is made per process, so no other
+ * replica could use its tokens: they are not shared at all.
  */
+import type { TokenEndpointSpec } from "../config/types.js";
+import { BearerProxyError } from "../errors.js";
 import { notSharedReason, sharedCacheSecret } from "./client-auth/shared-cache-secret.js";
 import { type ClientCredentials, requestToken } from "./client-credentials.js";
 import { sharedCredentialKey } from "./credential-identity.js";
+import type { Dpop } from "./dpop/index.js";
 import type { SharedToken, SharedTokenCache } from "./redis-types.js";
+import { describeTokenUrl } from "./response-text.js";
 import type { TokenResponse } from "./token-response.js";
 import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
 import type { AccessToken, TokenProvider } from "./types.js";
@@ -22,8 +31,8 @@ export function createSharedTokenSourceFactory(
   const toldNotShared = new Set<string>();
   return (options) => {
     const { spec, policy } = options;
-    // Secretless methods without shared key material fetch locally (client-auth/shared-cache-secret.ts).
-    const notShared = notSharedReason(spec.clientAuth);
+    // Secretless methods without shared key material, and ephemeral DPoP keys, fetch locally.
+    const notShared = tokenNotSharedReason(spec);
     if (notShared !== undefined) {
       // Once per upstream, not on every re-creation of an evicted source.
       if (!toldNotShared.has(options.upstream)) {
@@ -40,12 +49,14 @@ export function createSharedTokenSourceFactory(
     const fetchFromIdp = async (
       credentials: ClientCredentials,
       signal: AbortSignal,
+      dpop: Dpop | undefined,
     ): Promise<SharedToken> => {
       const obtainedAtWallMs = wallNow();
       const response = await requestToken(spec, credentials, {
         dispatcher,
         timeoutMs: policy.requestTimeoutMs,
         signal,
+        dpop,
       });
       const lifetimeMs =
         response.expiresInSeconds === undefined
@@ -53,7 +64,7 @@ export function createSharedTokenSourceFactory(
           : response.expiresInSeconds * 1000;
       return {
         accessToken: response.accessToken,
-        tokenType: "Bearer",
+        tokenType: response.tokenType ?? "Bearer",
         scope: response.scope,
         obtainedAtWallMs,
         expiresAtWallMs: obtainedAtWallMs + lifetimeMs,
@@ -63,6 +74,7 @@ export function createSharedTokenSourceFactory(
     const fetchToken = async (
       credentials: ClientCredentials,
       signal: AbortSignal,
+      dpop?: Dpop,
     ): Promise<TokenResponse> => {
       const rejectFingerprint = rejectedFingerprint;
       rejectedFingerprint = undefined;
@@ -73,15 +85,24 @@ export function createSharedTokenSourceFactory(
           dispatcher,
           timeoutMs: policy.requestTimeoutMs,
           signal,
+          dpop,
         });
       const shared = await cache.getOrFetch({
-        credentialKey: sharedCredentialKey(spec, credentials.clientId),
+        credentialKey: sharedCredentialKey(spec, credentials.clientId, { dpopJkt: dpop?.jkt }),
         secret,
         refreshFraction: policy.refreshWindow[0],
         rejectFingerprint,
-        fetchFromIdp: () => fetchFromIdp(credentials, signal),
+        fetchFromIdp: () => fetchFromIdp(credentials, signal, dpop),
         signal,
       });
+      // Stored under the key's thumbprint, so only a bound token can be found here; checked all
+      // the same, as an unbound token would be sent without the protection asked for.
+      if (dpop !== undefined && shared.tokenType.toLowerCase() !== "dpop") {
+        throw new BearerProxyError(
+          "BP_ERR_TOKEN_RESPONSE_INVALID",
+          `the shared token cache held a ${JSON.stringify(shared.tokenType.slice(0, 20))} token for ${describeTokenUrl(spec.tokenUrl)}, expected a DPoP-bound one because upstreams[].dpop is set`,
+        );
+      }
       // A token another replica fetched has already lived a while: what's left is its lifetime
       // here, to the millisecond (never rounded up: a token must not outlive the server's expiry).
       const remainingMs = Math.max(0, shared.expiresAtWallMs - wallNow());
@@ -90,6 +111,7 @@ export function createSharedTokenSourceFactory(
         expiresInSeconds: remainingMs / 1000,
         scope: shared.scope,
         expiresInClamped: false,
+        ...(dpop === undefined ? {} : { tokenType: "DPoP" as const }),
       };
     };
 
@@ -108,4 +130,18 @@ export function createSharedTokenSourceFactory(
       close: () => source.close(),
     };
   };
+}
+
+/**
+ * Why a credential's tokens are not shared through Redis, or undefined when they are: its client
+ * authentication has no key material replicas share (client-auth/shared-cache-secret.ts), or
+ * its DPoP key is ephemeral. Logged once per upstream and shown on /status (`tokenNotShared`).
+ */
+export function tokenNotSharedReason(spec: TokenEndpointSpec): string | undefined {
+  const reason = notSharedReason(spec.clientAuth);
+  if (reason !== undefined) return reason;
+  if (spec.dpop !== undefined && spec.dpop.keyFile === undefined) {
+    return "tokens bound to an ephemeral DPoP key are not shared through Redis (the key is made per process, so no other replica could prove possession of it); each replica fetches its own: set dpop.keyFile to one key shared by the replicas to share them";
+  }
+  return undefined;
 }

@@ -5,7 +5,8 @@
  *
  * Real providers bend RFC 6749 §5.1 in ways that are harmless for a bearer token; each tolerance
  * below names the provider that needs it (docs/identity-providers.md lists them all). What could
- * break or inject a header, or is not a bearer token, is still refused.
+ * break or inject a header, or is not a bearer token, is still refused; a DPoP token (RFC 9449)
+ * is taken only from an upstream with `dpop` set, and there it is the only kind taken.
  */
 import { DEFAULT_ACCEPT_TOKEN_TYPES, NON_BEARER_TOKEN_TYPES } from "../config/token-types.js";
 import { BearerProxyError, type ErrorCode } from "../errors.js";
@@ -25,6 +26,8 @@ export interface TokenResponse {
   scope: string | undefined;
   /** True when expires_in was above 24 h and was clamped. */
   expiresInClamped: boolean;
+  /** "DPoP" for a DPoP-bound token (RFC 9449 §5; only with `dpop` set), else undefined: Bearer. */
+  tokenType?: "Bearer" | "DPoP" | undefined;
   /** Departures from RFC 6749 that were tolerated but deserve a warning (absent when none). */
   notes?: readonly TokenResponseNote[];
 }
@@ -96,6 +99,11 @@ export interface ResponseContext {
   acceptTokenTypes?: readonly string[] | undefined;
   /** The next step when the endpoint refuses the client credentials (see credential-hint.ts). */
   credentialsHint?: string | undefined;
+  /**
+   * True for an upstream with `dpop` set: the request carried a proof, and only a DPoP-bound
+   * token (`token_type: DPoP`) is taken.
+   */
+  dpop?: boolean | undefined;
   wallNow: () => number;
 }
 
@@ -139,7 +147,10 @@ export function parseTokenResponse(
     );
   }
 
-  if (token_type === undefined) {
+  if (context.dpop) {
+    const problem = dpopTokenTypeProblem(token_type);
+    if (problem !== undefined) throw invalid(problem, { expectedTokenType: "DPoP" });
+  } else if (token_type === undefined) {
     // LinkedIn and other providers omit token_type; what they issue is used as a bearer token.
     notes.push({
       code: "token_type_missing",
@@ -147,7 +158,12 @@ export function parseTokenResponse(
     });
   } else {
     const problem = tokenTypeProblem(token_type, context.acceptTokenTypes);
-    if (problem !== undefined) throw invalid(problem);
+    if (problem !== undefined) {
+      throw invalid(
+        problem,
+        typeof token_type === "string" ? { tokenType: sanitizeIdpText(token_type, 40) } : {},
+      );
+    }
   }
 
   const lifetime = readExpiresIn(expires_in);
@@ -171,6 +187,7 @@ export function parseTokenResponse(
     expiresInSeconds: seconds === undefined ? undefined : Math.min(seconds, MAX_EXPIRES_IN_SECONDS),
     scope: grantedScope,
     expiresInClamped: seconds !== undefined && seconds > MAX_EXPIRES_IN_SECONDS,
+    ...(context.dpop ? { tokenType: "DPoP" as const } : {}),
     ...(notes.length > 0 ? { notes } : {}),
   };
 }
@@ -195,6 +212,21 @@ function tokenTypeProblem(
   if (accepted.some((type) => type.toLowerCase() === lower)) return undefined;
   // Apigee answers "BearerToken": the user may vouch that it is a bearer token by listing it.
   return `token_type is ${shown}, expected ${accepted.map((t) => JSON.stringify(t)).join(" or ")}; if it is a bearer token, add ${shown} to token.acceptTokenTypes`;
+}
+
+/**
+ * With `dpop` set the token must be bound to our key: RFC 9449 §5 has the server say so with
+ * `token_type: DPoP` (case-insensitive, as every token type). A server that ignored the proof
+ * answers `Bearer` (or nothing); taking that token would silently drop the protection the
+ * operator asked for, so it is refused rather than used as a bearer token.
+ */
+function dpopTokenTypeProblem(tokenType: unknown): string | undefined {
+  if (typeof tokenType === "string" && tokenType.toLowerCase() === "dpop") return undefined;
+  const found =
+    typeof tokenType === "string"
+      ? JSON.stringify(sanitizeIdpText(tokenType, 40))
+      : describeValue(tokenType);
+  return `token_type is ${found}, expected "DPoP" because upstreams[].dpop is set: the token endpoint ignored the DPoP proof and issued a token that is not bound to the key (RFC 9449 §5); bearer-proxy never falls back to an unbound token: enable DPoP-bound tokens for this client at the provider, or remove upstreams[].dpop`;
 }
 
 /**

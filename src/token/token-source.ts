@@ -2,7 +2,9 @@
  * One credential's token, kept fresh: prefetched, refreshed early in the background at a random
  * point of its lifetime, fetched at most once at a time (single flight, Envoy
  * `token_provider.cc`), retried with backoff on failure while the old token stays usable, and
- * dropped when the secret rotates or the upstream rejects it.
+ * dropped when the secret or the DPoP key rotates or the upstream rejects it. With
+ * `upstreams[].dpop` the source holds the credential's one DPoP key (dpop/lazy-dpop.ts), and
+ * every token it hands out carries it (`AccessToken.dpop`).
  */
 import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
@@ -12,6 +14,8 @@ import type { Metrics } from "../observability/metrics.js";
 import { computeBackoffMs } from "./backoff.js";
 import { type ClientCredentials, requestToken, type TokenResponse } from "./client-credentials.js";
 import { type Clock, systemClock } from "./clock.js";
+import type { Dpop } from "./dpop/index.js";
+import { createLazyDpop, type LazyDpop } from "./dpop/lazy-dpop.js";
 import { describeTokenUrl } from "./response-text.js";
 import {
   type CredentialReader,
@@ -39,11 +43,18 @@ export interface TokenSourceOptions {
   metrics?: Metrics | undefined;
   /** Uniform in [0, 1) for refresh points and jitter; injectable for tests. */
   random?: () => number;
-  /** Replaces the token request (tests, a shared cache). */
-  fetchToken?: (credentials: ClientCredentials, signal: AbortSignal) => Promise<TokenResponse>;
+  /**
+   * Replaces the token request (tests, a shared cache). `dpop`: the credential's DPoP key
+   * (`spec.dpop` set), which the request must prove possession of.
+   */
+  fetchToken?: (
+    credentials: ClientCredentials,
+    signal: AbortSignal,
+    dpop?: Dpop | undefined,
+  ) => Promise<TokenResponse>;
   /** Replaces the credential reader built from spec (tests). Closed with the source. */
   credentialReader?: CredentialReader;
-  /** Poll interval for secret files; default 5000 ms. */
+  /** Poll interval for secret files and `dpop.keyFile`; default 5000 ms. */
   secretPollIntervalMs?: number;
   /**
    * Refresh in the background even when nobody used the token since it was fetched. Default
@@ -88,6 +99,21 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
   const notesLogged = new Set<string>();
 
   const unsubscribe = reader.onChange(onCredentialsChanged);
+  const dpopKey = spec.dpop === undefined ? undefined : createSourceDpop(spec.dpop);
+
+  function createSourceDpop(dpopSpec: NonNullable<TokenEndpointSpec["dpop"]>): LazyDpop {
+    return createLazyDpop(dpopSpec, {
+      clock,
+      pollIntervalMs: options.secretPollIntervalMs,
+      onLoad: (dpop) => log.info({ dpop: dpop.describe() }, "DPoP key loaded"),
+      onKeyChange: onDpopKeyChanged,
+      onKeyReloadError: (error) =>
+        log.warn(
+          { code: error.code, reason: error.message },
+          "dpop.keyFile changed but cannot be used; the previous key stays in force",
+        ),
+    });
+  }
 
   function usableToken(): CachedToken | undefined {
     if (token && !isUsable(token, clock.now())) {
@@ -142,11 +168,15 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
   async function runFetch(signal: AbortSignal, startMs: number): Promise<void> {
     let credentials: Credentials | undefined;
     let response: TokenResponse | undefined;
+    let dpop: Dpop | undefined;
+    let boundJkt: string | undefined;
     let failure: unknown;
     try {
       credentials = await reader.read();
       latestVersion = credentials.version;
-      response = await fetchToken(credentials, signal);
+      dpop = await dpopKey?.get();
+      boundJkt = dpop?.jkt;
+      response = await fetchToken(credentials, signal, dpop);
     } catch (error) {
       failure = error;
     }
@@ -158,11 +188,18 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     for (const upstream of labels) {
       options.metrics?.tokenFetchDurationSeconds.observe({ upstream }, lastFetchDurationMs / 1000);
     }
-    if (response && credentials) onSuccess(response, credentials.version, startMs);
+    if (response && credentials) onSuccess(response, credentials.version, startMs, dpop, boundJkt);
     else onFailure(toTokenError(failure, where), credentials?.version);
   }
 
-  function onSuccess(response: TokenResponse, version: string, startMs: number): void {
+  /** `dpop`: the key the request proved possession of; `boundJkt`: its thumbprint then. */
+  function onSuccess(
+    response: TokenResponse,
+    version: string,
+    startMs: number,
+    dpop: Dpop | undefined,
+    boundJkt: string | undefined,
+  ): void {
     countFetch("success");
     consecutiveFailures = 0;
     lastError = undefined;
@@ -171,15 +208,26 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       requestFetch();
       return;
     }
+    if (dpop !== undefined && dpop.jkt !== boundJkt) {
+      log.info("DPoP key rotated during a token request: fetching again with the new key");
+      requestFetch();
+      return;
+    }
     const now = clock.now();
-    token = planToken(response, {
-      startMs,
-      nowMs: now,
-      wallNowMs: clock.wallNow(),
-      policy,
-      random,
-      credentialsVersion: version,
-    });
+    token = {
+      ...planToken(response, {
+        startMs,
+        nowMs: now,
+        wallNowMs: clock.wallNow(),
+        policy,
+        random,
+        credentialsVersion: version,
+      }),
+      // Bound to the key whenever one is configured: the token response was checked for it
+      // (token-response.ts), and a shared token was stored under the key's thumbprint.
+      tokenType: dpop ? "DPoP" : "Bearer",
+      ...(dpop ? { dpop } : {}),
+    };
     const { lifetimeMs, refreshAtMs } = token;
     usedSinceFetch = false;
     for (const upstream of labels) {
@@ -235,7 +283,25 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     const dropped = token !== undefined && token.credentialsVersion !== credentials.version;
     if (dropped) token = undefined;
     log.info({ droppedCachedToken: dropped }, "secret rotation picked up");
-    if (inflight) return; // its result is checked against latestVersion when it lands
+    afterRotation(dropped);
+  }
+
+  /** `dpop.keyFile` holds another key: the token is bound to the old one (RFC 9449 §6), drop it. */
+  function onDpopKeyChanged(jkt: string): void {
+    if (closed) return;
+    const dropped = token !== undefined;
+    token = undefined;
+    log.info({ jkt, droppedCachedToken: dropped }, "DPoP key rotation picked up");
+    afterRotation(dropped);
+  }
+
+  /**
+   * After a rotation: fetch now when the token was dropped or fetches were failing (perhaps
+   * because of the old secret or key), skipping any backoff; the min-age guard of `invalidate`
+   * does not apply, the old token is known to be useless.
+   */
+  function afterRotation(dropped: boolean): void {
+    if (inflight) return; // its result is checked against the latest secret and key when it lands
     if (dropped || consecutiveFailures > 0) {
       consecutiveFailures = 0;
       clearTimer();
@@ -307,7 +373,8 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       startFetch();
     },
     status(): TokenStatus {
-      return describeTokenStatus({
+      const dpop = dpopKey?.current;
+      const status = describeTokenStatus({
         closed,
         current: closed ? undefined : usableToken(),
         inflight,
@@ -321,6 +388,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
         fetchCount,
         failureCount,
       });
+      return dpop ? { ...status, dpop: { jkt: dpop.jkt, algorithm: dpop.algorithm } } : status;
     },
     close() {
       if (closed) return;
@@ -329,6 +397,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       fetchAbort?.abort(new Error("token source closed"));
       unsubscribe();
       reader.close();
+      dpopKey?.close();
       token = undefined;
       waiters.rejectAll(() => noAvailableToken());
     },
@@ -338,11 +407,12 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
 function defaultFetch(options: TokenSourceOptions, clock: Clock) {
   const { dispatcher } = options;
   if (!dispatcher) throw new TypeError("createTokenSource needs a dispatcher or a fetchToken");
-  return (credentials: ClientCredentials, signal: AbortSignal) =>
+  return (credentials: ClientCredentials, signal: AbortSignal, dpop?: Dpop) =>
     requestToken(options.spec, credentials, {
       dispatcher,
       timeoutMs: options.policy.requestTimeoutMs,
       signal,
       wallNow: () => clock.wallNow(),
+      dpop,
     });
 }

@@ -3,6 +3,10 @@
  * for a token before forwarding and tells it when the upstream rejected one; admin routes read
  * `TokenStatus`. Nothing here ever exposes a secret; token values leave only through `value`.
  */
+import type { Dpop } from "./dpop/index.js";
+
+// Types only: a sidecar without `upstreams[].dpop` loads nothing of src/token/dpop/.
+export type { Dpop };
 
 /** A bearer token as cached. Times are on the injected monotonic clock unless named `Wall`. */
 export interface AccessToken {
@@ -19,6 +23,18 @@ export interface AccessToken {
   readonly expiresAtWallMs: number;
   /** Lifetime the token endpoint granted, in ms. */
   readonly lifetimeMs: number;
+  /**
+   * The scheme the token goes with: "DPoP" for a DPoP-bound token (RFC 9449 §5), else "Bearer"
+   * (whatever spelling the token endpoint used). Undefined counts as "Bearer".
+   */
+  readonly tokenType?: string;
+  /**
+   * The key a DPoP-bound token is bound to (its `cnf.jkt` is `dpop.jkt`), set exactly when
+   * `tokenType` is "DPoP": every request then carries `Authorization: DPoP <value>`
+   * (`dpop.authorization(value)`) and a fresh proof (`dpop.proofFor(method, url, value)`),
+   * and its responses go to `dpop.noteResponse`. Undefined: a bearer token.
+   */
+  readonly dpop?: Dpop | undefined;
 }
 
 export type TokenState =
@@ -59,6 +75,11 @@ export interface TokenStatus {
   nextRefreshAtWallMs: number | undefined;
   fetchCount: number;
   failureCount: number;
+  /**
+   * The DPoP key's public facts (`upstreams[].dpop`) once the first fetch loaded it: RFC 7638
+   * thumbprint and signing algorithm, never the key or a proof.
+   */
+  dpop?: { jkt: string; algorithm: string } | undefined;
 }
 
 export interface TokenProvider {

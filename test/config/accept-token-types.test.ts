@@ -22,10 +22,10 @@ describe("token.acceptTokenTypes", () => {
     expect(apigee.config.upstreams[0]!.token.acceptTokenTypes).toEqual(["Bearer", "BearerToken"]);
   });
 
-  it("refuses DPoP and N_A at start, naming the field and why", async () => {
+  it("refuses DPoP and N_A at start, naming the field and why (DPoP: the dpop setting)", async () => {
     const issues = await issuesOfText(upstream("[Bearer, dpop, N_A]"));
     expect(issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
-      'upstreams[0] (api).token.acceptTokenTypes[1]: expected a name for a bearer token such as "Bearer" or "BearerToken", found "dpop": a DPoP token is bound to a key and needs a signed proof on every request (RFC 9449), which bearer-proxy does not make (line 7)',
+      'upstreams[0] (api).token.acceptTokenTypes[1]: expected a name for a bearer token such as "Bearer" or "BearerToken", found "dpop": a DPoP token is bound to a key and needs a signed proof on every request (RFC 9449), which bearer-proxy makes only for an upstream with dpop set; set upstreams[].dpop to use DPoP-bound tokens (line 7)',
       'upstreams[0] (api).token.acceptTokenTypes[2]: expected a name for a bearer token such as "Bearer" or "BearerToken", found "N_A": N_A means the issued token is not an access token (RFC 8693 §2.2.1) (line 7)',
     ]);
   });

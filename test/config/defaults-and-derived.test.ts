@@ -42,6 +42,7 @@ describe("defaults", () => {
       shutdown: { drainDelayMs: 5_000, timeoutMs: 30_000 },
       tokenCache: { redis: undefined, maxSources: 20_000, eagerLimit: 100 },
       callers: { basic: undefined, kubernetes: undefined },
+      tracing: { exporter: undefined },
       readiness: { requireTokens: "all", chosenBy: "one-client" },
       upstreams: [
         {
@@ -67,6 +68,7 @@ describe("defaults", () => {
             tls,
             allowInsecureHttp: false,
             acceptTokenTypes: ["Bearer"],
+            dpop: undefined,
           },
           tokenPolicy: {
             defaultExpiresInMs: 600_000,
@@ -103,6 +105,8 @@ describe("defaults", () => {
           upgrades: ["websocket"],
           http2: false,
           allow: undefined,
+          rateLimit: undefined,
+          retry: { attempts: 1, on: ["connect", "reset"], budgetPercent: 20 },
         },
       ],
     };

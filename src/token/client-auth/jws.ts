@@ -2,7 +2,14 @@
  * Compact JWS signing with node:crypto (RFC 7515 §7.1) for the four algorithms assertions use.
  * Small enough that the sidecar needs no JOSE library: a signature is one crypto.sign call.
  */
-import { constants, createHash, type KeyObject, sign, type X509Certificate } from "node:crypto";
+import {
+  constants,
+  createHash,
+  type KeyObject,
+  type SignKeyObjectInput,
+  sign,
+  type X509Certificate,
+} from "node:crypto";
 import type { AssertionAlgorithm } from "../../config/types.js";
 
 /** base64url without padding (RFC 7515 §2). */
@@ -90,29 +97,43 @@ export function signJws(
   algorithm: AssertionAlgorithm,
 ): string {
   const input = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`;
-  const data = Buffer.from(input, "ascii");
-  let signature: Buffer;
+  const signature = sign(
+    signDigest(algorithm),
+    Buffer.from(input, "ascii"),
+    signOptions(key, algorithm),
+  );
+  return `${input}.${base64url(signature)}`;
+}
+
+/** The digest `crypto.sign` takes for `algorithm`: none for EdDSA, which hashes internally. */
+export function signDigest(algorithm: AssertionAlgorithm): "sha256" | null {
+  return algorithm === "EdDSA" ? null : "sha256";
+}
+
+/**
+ * The node:crypto key options that make `crypto.sign` produce a JWS signature of `algorithm`
+ * (the DPoP signer computes them once per key: src/token/dpop/dpop-key.ts).
+ */
+export function signOptions(
+  key: KeyObject,
+  algorithm: AssertionAlgorithm,
+): KeyObject | SignKeyObjectInput {
   switch (algorithm) {
     case "RS256":
-      signature = sign("sha256", data, { key, padding: constants.RSA_PKCS1_PADDING });
-      break;
+      return { key, padding: constants.RSA_PKCS1_PADDING };
     case "PS256":
       // RFC 7518 §3.5: MGF1 with SHA-256 and a salt as long as the hash.
-      signature = sign("sha256", data, {
+      return {
         key,
         padding: constants.RSA_PKCS1_PSS_PADDING,
         saltLength: constants.RSA_PSS_SALTLEN_DIGEST,
-      });
-      break;
+      };
     case "ES256":
       // RFC 7518 §3.4: r || s, 32 bytes each, not DER.
-      signature = sign("sha256", data, { key, dsaEncoding: "ieee-p1363" });
-      break;
+      return { key, dsaEncoding: "ieee-p1363" };
     case "EdDSA":
-      signature = sign(null, data, key);
-      break;
+      return key;
   }
-  return `${input}.${base64url(signature)}`;
 }
 
 /** The payload of a compact JWT, unverified, or undefined when `text` is not one. */

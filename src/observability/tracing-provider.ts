@@ -1,0 +1,157 @@
+/**
+ * The OpenTelemetry tracer provider tracing-sdk.ts spans come from, built from the settings:
+ * the sampler, a batch processor, the OTLP/HTTP exporter for the protocol (protobuf or JSON;
+ * only that one is loaded), and the resource (service name and version, OTEL_RESOURCE_ATTRIBUTES).
+ * Loaded with tracing-sdk.ts, only when tracing is on. Nothing is registered globally.
+ */
+import { type ExportResult, ExportResultCode } from "@opentelemetry/core";
+import { defaultResource, resourceFromAttributes } from "@opentelemetry/resources";
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  type ReadableSpan,
+  type Sampler,
+  type SpanExporter,
+  TraceIdRatioBasedSampler,
+} from "@opentelemetry/sdk-trace-base";
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
+import type { Logger } from "./logger.js";
+import { describeEndpoint, type TracingSettings } from "./tracing-settings.js";
+
+/** Report a failing collector at most this often. */
+const EXPORT_FAILURE_LOG_INTERVAL_MS = 60_000;
+
+function buildSampler(settings: TracingSettings): Sampler {
+  const ratio = () => new TraceIdRatioBasedSampler(settings.samplerRatio);
+  switch (settings.sampler) {
+    case "always_on":
+      return new AlwaysOnSampler();
+    case "always_off":
+      return new AlwaysOffSampler();
+    case "traceidratio":
+      return ratio();
+    case "parentbased_always_off":
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case "parentbased_traceidratio":
+      return new ParentBasedSampler({ root: ratio() });
+    default:
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+async function buildExporter(settings: TracingSettings): Promise<SpanExporter> {
+  const { OTLPTraceExporter } =
+    settings.protocol === "http/json"
+      ? await import("@opentelemetry/exporter-trace-otlp-http")
+      : await import("@opentelemetry/exporter-trace-otlp-proto");
+  type ExporterConfig = NonNullable<ConstructorParameters<typeof OTLPTraceExporter>[0]>;
+  // Passed explicitly: the exporter would otherwise read these from process.env only. (It
+  // still reads OTEL_EXPORTER_OTLP_*CERTIFICATE / _CLIENT_KEY from process.env itself.)
+  return new OTLPTraceExporter({
+    url: settings.url,
+    headers: settings.headers,
+    timeoutMillis: settings.timeoutMs,
+    compression: settings.compression as ExporterConfig["compression"],
+  });
+}
+
+/**
+ * Passes spans to `inner` and reports failed exports through our logger, at most once a
+ * minute with the count since the last report (OpenTelemetry would tell its global diag
+ * logger, which we don't set).
+ */
+class ReportingExporter implements SpanExporter {
+  private failedExports = 0;
+  private droppedSpans = 0;
+  private lastReportMs = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly inner: SpanExporter,
+    private readonly log: Logger,
+  ) {}
+
+  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    this.inner.export(spans, (result) => {
+      if (result.code === ExportResultCode.SUCCESS) {
+        if (this.failedExports > 0) this.report("span export works again", undefined, "info");
+      } else {
+        this.failedExports++;
+        this.droppedSpans += spans.length;
+        if (performance.now() - this.lastReportMs >= EXPORT_FAILURE_LOG_INTERVAL_MS) {
+          this.report("span export failed: spans dropped", result.error);
+        }
+      }
+      done(result);
+    });
+  }
+
+  private report(message: string, error?: Error, level: "warn" | "info" = "warn"): void {
+    this.log[level](
+      {
+        failedExports: this.failedExports,
+        droppedSpans: this.droppedSpans,
+        reason: error?.message,
+      },
+      message,
+    );
+    this.lastReportMs = performance.now();
+    this.failedExports = 0;
+    this.droppedSpans = 0;
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush?.() ?? Promise.resolve();
+  }
+}
+
+/**
+ * A provider exporting to the collector `settings` name; announces itself (endpoint, protocol,
+ * header names — never their values — sampler) on `logger`.
+ */
+export async function createTracerProvider(
+  settings: TracingSettings,
+  logger: Logger,
+  serviceVersion: string | undefined,
+): Promise<BasicTracerProvider> {
+  const exporter = new ReportingExporter(await buildExporter(settings), logger);
+  const resource = defaultResource().merge(
+    resourceFromAttributes({
+      ...(serviceVersion !== undefined ? { [ATTR_SERVICE_VERSION]: serviceVersion } : {}),
+      ...settings.resourceAttributes,
+      [ATTR_SERVICE_NAME]: settings.serviceName,
+    }),
+  );
+  const { batch } = settings;
+  const provider = new BasicTracerProvider({
+    resource,
+    sampler: buildSampler(settings),
+    spanProcessors: [
+      new BatchSpanProcessor(exporter, {
+        scheduledDelayMillis: batch.scheduledDelayMs,
+        exportTimeoutMillis: batch.exportTimeoutMs,
+        maxQueueSize: batch.maxQueueSize,
+        maxExportBatchSize: batch.maxExportBatchSize,
+      }),
+    ],
+  });
+  logger.info(
+    {
+      endpoint: describeEndpoint(settings.url),
+      protocol: settings.protocol,
+      // Names only: the values are often API keys.
+      headers: Object.keys(settings.headers),
+      sampler: settings.sampler,
+      samplerRatio: settings.sampler.endsWith("traceidratio") ? settings.samplerRatio : undefined,
+      serviceName: settings.serviceName,
+    },
+    "tracing on: exporting spans over OTLP",
+  );
+  return provider;
+}

@@ -1,0 +1,115 @@
+/**
+ * "Slow down" from an upstream: a 429 or 503 with Retry-After pauses every request to that
+ * upstream's credential on this replica until the time it named (issue 26). This file reads
+ * the header and keeps the pauses; the pacers (local-pacer.ts, shared-pacer.ts) hold requests
+ * while one runs.
+ *
+ * A pause is per credential: the upstream throttles the token it sees, not our callers, and two
+ * upstream entries that share a credential share its pause when their pacers share the table.
+ */
+
+/** Why an upstream asked us to wait: the status that carried the Retry-After. */
+export type PauseReason = "429" | "503";
+
+/** Longest pause an upstream can impose with one answer; a larger Retry-After is cut to this. */
+export const MAX_PAUSE_MS = 10 * 60_000;
+
+const DELTA_SECONDS = /^\d+$/;
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+// RFC 9110 §5.6.7: IMF-fixdate, then the two obsolete forms every recipient must still accept.
+const IMF_FIXDATE =
+  /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/;
+const RFC850_DATE =
+  /^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\d{2})-([A-Z][a-z]{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) GMT$/;
+const ASCTIME_DATE =
+  /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2}) (\d{4})$/;
+
+/**
+ * Milliseconds to wait from a Retry-After value (RFC 9110 §10.2.3): delta-seconds or an
+ * HTTP-date, compared with `nowWallMs` (a date in the past means 0). Undefined when absent or
+ * unreadable: then there is no pause. Capped at `maxMs`.
+ */
+export function parseRetryAfter(
+  value: string | readonly string[] | undefined,
+  nowWallMs: number,
+  maxMs: number = MAX_PAUSE_MS,
+): number | undefined {
+  // Node joins repeated fields into an array; a second Retry-After is a sender error, use the first.
+  const raw = typeof value === "string" ? value : value?.[0];
+  if (raw === undefined) return undefined;
+  const text = raw.trim();
+  if (DELTA_SECONDS.test(text)) return Math.min(Number(text) * 1000, maxMs);
+  const dateMs = parseHttpDate(text, nowWallMs);
+  if (dateMs === undefined) return undefined;
+  return Math.min(Math.max(0, dateMs - nowWallMs), maxMs);
+}
+
+/** An HTTP-date (any of the three forms) as epoch ms, or undefined. */
+export function parseHttpDate(text: string, nowWallMs: number): number | undefined {
+  let m = IMF_FIXDATE.exec(text);
+  if (m) return utc(Number(m[3]), m[2]!, m[1]!, m[4]!, m[5]!, m[6]!);
+  m = RFC850_DATE.exec(text);
+  if (m) {
+    // §5.6.7: a two-digit year more than 50 years ahead is the most recent past such year.
+    const nowYear = new Date(nowWallMs).getUTCFullYear();
+    let year = Math.floor(nowYear / 100) * 100 + Number(m[3]);
+    if (year > nowYear + 50) year -= 100;
+    return utc(year, m[2]!, m[1]!, m[4]!, m[5]!, m[6]!);
+  }
+  m = ASCTIME_DATE.exec(text);
+  if (m) return utc(Number(m[6]), m[1]!, m[2]!.trim(), m[3]!, m[4]!, m[5]!);
+  return undefined;
+}
+
+function utc(
+  year: number,
+  monthName: string,
+  day: string,
+  hours: string,
+  minutes: string,
+  seconds: string,
+): number | undefined {
+  const month = MONTHS.indexOf(monthName);
+  if (month < 0) return undefined;
+  const ms = Date.UTC(year, month, Number(day), Number(hours), Number(minutes), Number(seconds));
+  // Date.UTC rolls 31 Feb over into March: such a date is malformed, not a later one.
+  return new Date(ms).getUTCDate() === Number(day) ? ms : undefined;
+}
+
+/** Pauses by credential, on the pacers' monotonic clock. */
+export interface PauseTable {
+  /** Pause `key` until `untilMs` (monotonic); an earlier end than one already set is ignored. */
+  pause(key: string, untilMs: number, reason: PauseReason): void;
+  /** End of the pause of `key` if it runs after `nowMs`, else 0. */
+  untilMs(key: string, nowMs: number): number;
+  /** Why `key` is paused, if it is at `nowMs`. */
+  reason(key: string, nowMs: number): PauseReason | undefined;
+}
+
+interface Pause {
+  untilMs: number;
+  reason: PauseReason;
+}
+
+/** An empty table; ended pauses are dropped as they are read. */
+export function createPauseTable(): PauseTable {
+  const pauses = new Map<string, Pause>();
+  const current = (key: string, nowMs: number): Pause | undefined => {
+    // The common case, nothing paused anywhere, costs one size check.
+    if (pauses.size === 0) return undefined;
+    const pause = pauses.get(key);
+    if (pause === undefined) return undefined;
+    if (pause.untilMs > nowMs) return pause;
+    pauses.delete(key);
+    return undefined;
+  };
+  return {
+    pause(key, untilMs, reason) {
+      const existing = pauses.get(key);
+      if (existing !== undefined && existing.untilMs >= untilMs) return;
+      pauses.set(key, { untilMs, reason });
+    },
+    untilMs: (key, nowMs) => current(key, nowMs)?.untilMs ?? 0,
+    reason: (key, nowMs) => current(key, nowMs)?.reason,
+  };
+}

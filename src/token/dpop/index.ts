@@ -1,0 +1,149 @@
+/**
+ * DPoP (RFC 9449), proof of possession beside client authentication: one room that both the
+ * token request and the header injector call, so neither learns how a proof is made. Per
+ * upstream: a key (dpop-key.ts), proofs (proof.ts) and the servers' nonces (nonce-store.ts).
+ *
+ * The walk: before each request `proofFor(method, url, token?)` gives the `DPoP` field; after
+ * each response `noteResponse(...)` takes the server's `DPoP-Nonce` and says whether the server
+ * asked for the request again with it (once). Towards the resource server the token goes as
+ * `authorization(token)`: `DPoP <token>`.
+ */
+import type { BearerProxyError } from "../../errors.js";
+import type { Clock } from "../clock.js";
+import { isBearerTokenSyntax } from "../token-response.js";
+import { type DpopAlgorithm, type DpopKey, type DpopKeySpec, loadDpopKey } from "./dpop-key.js";
+import {
+  createNonceStore,
+  isUseDpopNonceError,
+  type NonceStore,
+  type ResponseHeaders,
+} from "./nonce-store.js";
+import { accessTokenHash, createProof } from "./proof.js";
+
+export {
+  type DpopAlgorithm,
+  type DpopKey,
+  type DpopKeyOptions,
+  type DpopKeySpec,
+  type DpopPublicJwk,
+  jwkThumbprint,
+  loadDpopKey,
+} from "./dpop-key.js";
+export {
+  createNonceStore,
+  dpopNonceOf,
+  isUseDpopNonceError,
+  type NonceStore,
+  type NonceStoreOptions,
+  type ResponseHeaders,
+} from "./nonce-store.js";
+export { accessTokenHash, createProof, normaliseHtu, type ProofRequest } from "./proof.js";
+export { type Challenge, findChallenge, parseChallenges } from "./www-authenticate.js";
+
+/** `upstreams[].dpop`: `{}` for an ephemeral P-256 key, or `{ keyFile, algorithm }`. */
+export type DpopSpec = DpopKeySpec;
+
+export interface DpopOptions {
+  /** `wallNow` gives `iat`; the timers poll the key file. Default the system clock. */
+  clock?: Clock | undefined;
+  /** How often the key file is stat()ed; 0 disables polling. Default 5 s. */
+  pollIntervalMs?: number | undefined;
+  /** A changed key file that cannot be used (the previous key stays in force). */
+  onKeyReloadError?: ((error: BearerProxyError) => void) | undefined;
+  /** Most origins whose nonce is remembered. Default 256. */
+  maxNonceOrigins?: number | undefined;
+}
+
+/** The DPoP side of one upstream's requests. */
+export interface Dpop {
+  /** RFC 7638 thumbprint of the current key: part of the credential's identity. */
+  readonly jkt: string;
+  readonly algorithm: DpopAlgorithm;
+  /** Secret-free facts (algorithm, key kind and source, jkt) for logs and `check`. */
+  describe(): string;
+  /**
+   * The `DPoP` field value for one request: a fresh proof (new `jti`) for `method` and `url`,
+   * with the origin's latest nonce, and `ath` when `accessToken` is given (resource servers).
+   * Synchronous; make a new one for every attempt, retries included.
+   */
+  proofFor(method: string, url: string | URL, accessToken?: string): string;
+  /** `DPoP <token>` for the Authorization field (RFC 9449 §7.1); throws on a token unfit for a header. */
+  authorization(accessToken: string): string;
+  /**
+   * Call with every response from `url`'s origin: keeps its `DPoP-Nonce`. True when the
+   * response is `use_dpop_nonce` (AS: 400 + JSON `error`, pass `body`; RS: 401 +
+   * WWW-Authenticate) and the request should be sent once more with a new proof.
+   */
+  noteResponse(
+    url: string | URL,
+    status: number,
+    headers: ResponseHeaders,
+    body?: unknown,
+  ): boolean;
+  /** Called with the new thumbprint after the key file changed: tokens bound to the old key are useless. */
+  onKeyChange(listener: (jkt: string) => void): () => void;
+  /** The nonce store (for status and tests). */
+  readonly nonces: NonceStore;
+  readonly key: DpopKey;
+  close(): void;
+}
+
+/** Loads the key (an ephemeral one when `spec.keyFile` is unset) and sets up the nonce store. */
+export async function createDpop(spec: DpopSpec, options: DpopOptions = {}): Promise<Dpop> {
+  const key = await loadDpopKey(spec, {
+    clock: options.clock,
+    pollIntervalMs: options.pollIntervalMs,
+    onReloadError: options.onKeyReloadError,
+  });
+  const nonces = createNonceStore({ max: options.maxNonceOrigins });
+  const wallNow = options.clock ? () => options.clock!.wallNow() : Date.now;
+  // The token changes every few minutes, requests come far more often: hash it once.
+  let lastToken: string | undefined;
+  let lastAth = "";
+
+  return {
+    get jkt() {
+      return key.jkt;
+    },
+    get algorithm() {
+      return key.algorithm;
+    },
+    describe: () => key.describe(),
+    proofFor(method, url, accessToken) {
+      const parsed = typeof url === "string" ? new URL(url) : url;
+      if (accessToken !== undefined && accessToken !== lastToken) {
+        lastAth = accessTokenHash(accessToken);
+        lastToken = accessToken;
+      }
+      return createProof(
+        key,
+        {
+          htm: method,
+          htu: parsed,
+          nonce: nonces.get(parsed.origin),
+          ath: accessToken === undefined ? undefined : lastAth,
+        },
+        wallNow(),
+      );
+    },
+    authorization(accessToken) {
+      if (!isBearerTokenSyntax(accessToken)) {
+        throw new Error("the DPoP token contains characters not allowed in a header");
+      }
+      return `DPoP ${accessToken}`;
+    },
+    noteResponse(url, status, headers, body) {
+      const origin = (typeof url === "string" ? new URL(url) : url).origin;
+      nonces.update(origin, headers);
+      return isUseDpopNonceError(status, headers, body);
+    },
+    onKeyChange(listener) {
+      return key.onChange((changed) => listener(changed.jkt));
+    },
+    nonces,
+    key,
+    close() {
+      key.close();
+    },
+  };
+}

@@ -1,0 +1,95 @@
+/**
+ * Tracing on, exporting to a real OTLP receiver on 127.0.0.1, with every log line kept.
+ * `close()` shuts both down (call it in afterEach).
+ */
+import { createLogger, type Logger } from "../../src/observability/logger.js";
+import { createTracing, type Tracing, type TracingEnv } from "../../src/observability/tracing.js";
+import type { OtlpProtocol } from "../../src/observability/tracing-settings.js";
+import {
+  type CollectedSpan,
+  type OtlpReceiver,
+  startOtlpReceiver,
+} from "../helpers/otlp-receiver.js";
+
+export const PROTOCOLS: readonly OtlpProtocol[] = ["http/protobuf", "http/json"];
+
+export interface TracingFixture {
+  tracing: Tracing;
+  receiver: OtlpReceiver;
+  logger: Logger;
+  /** Raw log lines as written. */
+  lines: string[];
+  records: Record<string, unknown>[];
+  /** Flushes the tracer and returns every span received so far. */
+  flushed(): Promise<CollectedSpan[]>;
+  close(): Promise<void>;
+}
+
+export function capturingLogger(): Pick<TracingFixture, "logger" | "lines" | "records"> {
+  const lines: string[] = [];
+  const records: Record<string, unknown>[] = [];
+  const logger = createLogger({
+    level: "debug",
+    format: "json",
+    destination: {
+      write(line: string) {
+        lines.push(line);
+        records.push(JSON.parse(line) as Record<string, unknown>);
+      },
+    },
+  });
+  return { logger, lines, records };
+}
+
+export async function startTracingFixture(
+  protocol: OtlpProtocol,
+  env: TracingEnv = {},
+): Promise<TracingFixture> {
+  const receiver = await startOtlpReceiver();
+  const log = capturingLogger();
+  const tracing = await createTracing({
+    env: {
+      OTEL_TRACES_EXPORTER: "otlp",
+      OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      // Nothing is exported on a timer: tests flush.
+      OTEL_BSP_SCHEDULE_DELAY: "60000",
+      ...env,
+    },
+    logger: log.logger,
+    serviceVersion: "9.9.9-test",
+  });
+  return {
+    tracing,
+    receiver,
+    ...log,
+    async flushed() {
+      await tracing.forceFlush();
+      return receiver.spans;
+    },
+    async close() {
+      await tracing.shutdown();
+      await receiver.close();
+    },
+  };
+}
+
+/** The one span named `name` (and kind, if given); fails the test if there isn't exactly one. */
+export function only(spans: readonly CollectedSpan[], name: string, kind?: string): CollectedSpan {
+  const found = spans.filter((s) => s.name === name && (kind === undefined || s.kind === kind));
+  if (found.length !== 1) {
+    throw new Error(`expected one span ${name}, got ${found.length}: ${spans.map((s) => s.name)}`);
+  }
+  return found[0]!;
+}
+
+/** `00-<trace id>-<span id>-<flags>` split up. */
+export function parseTraceparent(value: string | undefined): {
+  traceId: string;
+  spanId: string;
+  flags: string;
+} {
+  const match = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(value ?? "");
+  if (!match) throw new Error(`not a traceparent: ${value}`);
+  return { traceId: match[1]!, spanId: match[2]!, flags: match[3]! };
+}
