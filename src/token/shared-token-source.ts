@@ -117,7 +117,7 @@ export function createSharedTokenSourceFactory(
 
     const source = createTokenSource({ ...options, fetchToken });
     return {
-      getToken: (signal) => source.getToken(signal),
+      getToken: (signal, waiter) => source.getToken(signal, waiter),
       peekToken: () => source.peekToken(),
       invalidate(token: AccessToken) {
         const dropped = source.invalidate(token);

@@ -10,6 +10,7 @@ import type { Dispatcher } from "undici";
 import type { UpstreamConfig } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { TokenSpan, Tracing } from "../observability/tracing.js";
 import { type Clock, systemClock } from "./clock.js";
 import { localCredentialKey } from "./credential-identity.js";
 import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
@@ -33,6 +34,8 @@ export interface TokenRegistryOptions {
   metrics?: Metrics | undefined;
   /** Replaces createTokenSource (tests, a shared Redis-backed source). */
   createSource?: (options: TokenSourceOptions) => TokenProvider;
+  /** Token fetch spans; default: off. */
+  tracing?: Tracing | undefined;
   /**
    * The registry of the configuration being replaced (a reload): its live sources whose
    * credential key is unchanged move here with their token and schedule, so a reload causes no
@@ -153,6 +156,7 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
       clock,
       logger: options.logger,
       metrics: options.metrics,
+      tracing: options.tracing,
       // An unused token of a lazy credential is left to lapse rather than refreshed forever.
       idleRefresh: group.mode.mode === "prefetch",
     });
@@ -175,9 +179,9 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
 
   function facadeFor(name: string, group: CredentialGroup): TokenProvider {
     return {
-      getToken(signal?: AbortSignal): Promise<AccessToken> {
+      getToken(signal?: AbortSignal, waiter?: TokenSpan): Promise<AccessToken> {
         if (closed) return Promise.reject(closedError(name));
-        return sourceFor(group).getToken(signal);
+        return sourceFor(group).getToken(signal, waiter);
       },
       peekToken: () => (closed ? undefined : sourceFor(group).peekToken()),
       invalidate: (token) => peek(group.key)?.invalidate(token) ?? false,

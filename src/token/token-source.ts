@@ -9,8 +9,9 @@
 import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
 import type { TokenEndpointSpec, TokenPolicy } from "../config/types.js";
-import type { BearerProxyError } from "../errors.js";
+import { type BearerProxyError, ERROR_CODES } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
+import { NOOP_TRACING, type TokenSpan, type Tracing } from "../observability/tracing.js";
 import { computeBackoffMs } from "./backoff.js";
 import { type ClientCredentials, requestToken, type TokenResponse } from "./client-credentials.js";
 import { type Clock, systemClock } from "./clock.js";
@@ -61,6 +62,8 @@ export interface TokenSourceOptions {
    * true; lazily created sources of a large gateway turn it off so idle credentials cost nothing.
    */
   idleRefresh?: boolean;
+  /** A span per token fetch (in the trace of the request that caused it); default: off. */
+  tracing?: Tracing | undefined;
 }
 
 export { expiryMarginMs } from "./token-lifetime.js";
@@ -82,6 +85,9 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
   let token: CachedToken | undefined;
   let usedSinceFetch = false;
   let inflight = false;
+  /** The span of the fetch in flight, for waiters that did not start it to link to. */
+  let fetchSpan: TokenSpan | undefined;
+  const tracing = options.tracing ?? NOOP_TRACING;
   let fetchAbort: AbortController | undefined;
   let timer: unknown;
   let nextAttemptAtMs: number | undefined;
@@ -145,27 +151,35 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     startFetch();
   }
 
-  /** Fetch as soon as the min refresh interval allows. */
-  function requestFetch(): void {
+  /** Fetch as soon as the min refresh interval allows; `cause`: the request that waits for it. */
+  function requestFetch(cause?: TokenSpan): void {
     if (closed || inflight) return;
     const now = clock.now();
     const earliest =
       lastFetchStartMs === undefined ? now : lastFetchStartMs + policy.minRefreshIntervalMs;
-    if (now >= earliest) startFetch();
+    if (now >= earliest) startFetch(cause);
     else if (nextAttemptAtMs === undefined || nextAttemptAtMs > earliest) schedule(earliest);
   }
 
-  function startFetch(): void {
+  /**
+   * `cause`: a request's token wait — the fetch joins its trace. A timer refresh or a prefetch
+   * has none and starts a trace of its own (waiters that come later link to it).
+   */
+  function startFetch(cause?: TokenSpan): void {
     if (closed || inflight) return;
     clearTimer();
     inflight = true;
     lastFetchStartMs = clock.now();
     fetchCount++;
     fetchAbort = new AbortController();
-    void runFetch(fetchAbort.signal, lastFetchStartMs);
+    fetchSpan = tracing.startTokenFetchSpan(options.upstream, {
+      parent: cause,
+      tokenUrl: spec.tokenUrl,
+    });
+    void runFetch(fetchAbort.signal, lastFetchStartMs, fetchSpan);
   }
 
-  async function runFetch(signal: AbortSignal, startMs: number): Promise<void> {
+  async function runFetch(signal: AbortSignal, startMs: number, span: TokenSpan): Promise<void> {
     let credentials: Credentials | undefined;
     let response: TokenResponse | undefined;
     let dpop: Dpop | undefined;
@@ -182,6 +196,8 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     }
     inflight = false;
     fetchAbort = undefined;
+    span.end(response ? undefined : ERROR_CODES[toTokenError(failure, where).code]);
+    if (fetchSpan === span) fetchSpan = undefined;
     if (closed) return;
     lastFetchDurationMs = clock.now() - startMs;
     lastFetchAtWallMs = clock.wallNow();
@@ -334,14 +350,16 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
   }
 
   return {
-    getToken(signal?: AbortSignal): Promise<AccessToken> {
+    getToken(signal?: AbortSignal, waiter?: TokenSpan): Promise<AccessToken> {
       if (closed) return Promise.reject(noAvailableToken());
       const current = usableToken();
       noteUse(current);
       if (current) return Promise.resolve(current);
       if (signal?.aborted) return Promise.reject(signal.reason);
+      // A fetch already under way (a refresh, another request's): this wait links to it.
+      if (inflight && fetchSpan && waiter) waiter.addLink(fetchSpan);
       // Respect a pending backoff; otherwise make sure a fetch is coming.
-      if (!inflight && (consecutiveFailures === 0 || timer === undefined)) requestFetch();
+      if (!inflight && (consecutiveFailures === 0 || timer === undefined)) requestFetch(waiter);
       const deadlineMs = clock.now() + policy.waitTimeoutMs;
       if (!inflight && nextAttemptAtMs !== undefined && nextAttemptAtMs > deadlineMs) {
         return Promise.reject(noAvailableToken());

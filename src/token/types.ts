@@ -1,3 +1,5 @@
+import type { TokenSpan } from "../observability/tracing.js";
+
 /**
  * The token engine's contract with the rest of bearer-proxy. The proxy asks a `TokenProvider`
  * for a token before forwarding and tells it when the upstream rejected one; admin routes read
@@ -87,7 +89,7 @@ export interface TokenProvider {
    * A usable token: the cached one, or waits (bounded by the policy's waitTimeoutMs) for the
    * in-flight fetch. Rejects with a BearerProxyError (token_unavailable / token_rejected).
    */
-  getToken(signal?: AbortSignal): Promise<AccessToken>;
+  getToken(signal?: AbortSignal, waiter?: TokenSpan): Promise<AccessToken>;
   /** The cached token if usable right now, without waiting. The hot path tries this first. */
   peekToken(): AccessToken | undefined;
   /**
