@@ -4,7 +4,7 @@
  * complete, for `duration` seconds. Latency from send to last body byte.
  *
  *   node bench/load.mjs --url http://127.0.0.1:8080/small [--method POST --body-bytes 65536]
- *     [--connections 50] [--duration 10] [--ca FILE]
+ *     [--connections 50] [--duration 10] [--ca FILE] [--header "Name: value"]…
  * prints `BENCH_RESULT {...}` (same fields as bench/wrk/bench.lua).
  */
 import { readFileSync } from "node:fs";
@@ -20,11 +20,12 @@ const { values } = parseArgs({
     connections: { type: "string", default: "50" },
     duration: { type: "string", default: "10" },
     ca: { type: "string" },
+    header: { type: "string", multiple: true, default: [] },
   },
 });
 if (!values.url) {
   process.stderr.write(
-    "usage: load.mjs --url URL [--method M] [--body-bytes N] [--connections N] [--duration S]\n",
+    "usage: load.mjs --url URL [--method M] [--body-bytes N] [--connections N] [--duration S] [--header 'Name: value']\n",
   );
   process.exit(2);
 }
@@ -35,6 +36,10 @@ const durationMs = Number(values.duration) * 1000;
 const bodyBytes = Number(values["body-bytes"]);
 const body = bodyBytes > 0 ? Buffer.alloc(bodyBytes, "x") : null;
 const headers = body ? { "content-type": "application/octet-stream" } : {};
+for (const line of values.header) {
+  const colon = line.indexOf(":");
+  headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+}
 const path = url.pathname + url.search;
 const pool = new Pool(url.origin, {
   connections,

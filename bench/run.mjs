@@ -1,11 +1,13 @@
 /**
  * `npm run bench`: bearer-proxy side by side with nginx, a minimal undici forwarder,
- * fastify + @fastify/http-proxy, and no proxy at all, in interleaved rounds. Writes
+ * fastify + @fastify/http-proxy, and no proxy at all, in interleaved rounds, plus bearer-proxy
+ * variants (one feature on) against plain bearer-proxy in the small case. Writes
  * bench/results/<ISO date>.md and .json (smoke mode: smoke-latest.*). See bench/README.md.
  *
- * Exit code: 0, or 1 on real breakage (a competitor failing to start or dying, a cell without a
- * successful request, missing token injection, a cold burst not coalesced to one token request),
- * or with --strict also when a target FAILs. 2 on bad options.
+ * Exit code: 0, or 1 on real breakage (a competitor failing to start or dying, a variant whose
+ * credential is not accepted, a cell without a successful request, missing token injection, a
+ * cold burst not coalesced to one token request), or with --strict also when a target FAILs
+ * (the variants' included). 2 on bad options.
  */
 import { rmSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -25,6 +27,7 @@ import { spread, summarize } from "./lib/summarize.mjs";
 import { checkTargets } from "./lib/targets.mjs";
 import { measureColdBurst, measureStartToReady } from "./lib/token-side.mjs";
 import { ensureTools } from "./lib/tools.mjs";
+import { selectVariants, VARIANT_CASE, variantChecks } from "./lib/variants.mjs";
 
 const RESULTS_DIR = fileURLToPath(new URL("./results", import.meta.url));
 const PROXY_CORE = 0;
@@ -35,7 +38,7 @@ const log = (line) => process.stderr.write(`bench: ${line}\n`);
 function progress(cell) {
   const f = (v, d = 0) => (typeof v === "number" ? v.toFixed(d) : "—");
   log(
-    `[r${cell.round}] ${cell.case.padEnd(8)} ${cell.competitor.padEnd(13)} ${f(cell.rps).padStart(7)} req/s  ` +
+    `[r${cell.round}] ${cell.case.padEnd(8)} ${cell.competitor.padEnd(26)} ${f(cell.rps).padStart(7)} req/s  ` +
       `p50 ${f(cell.p50Ms, 2)} ms  p99 ${f(cell.p99Ms, 2)} ms  cpu ${f(cell.cpuSecondsPer10k, 3)} s/10k  ` +
       `rss ${f(cell.peakRssMiB, 1)} MiB${cell.problems.length > 0 ? `  ! ${cell.problems.join("; ")}` : ""}`,
   );
@@ -66,6 +69,7 @@ async function runMatrix(competitors, settings, ctx, problems) {
     for (const caseDef of cases) {
       for (const competitor of competitors) {
         if (competitor.isDead()) continue;
+        if (competitor.variant && caseDef.key !== VARIANT_CASE) continue;
         const cell = await measureCell({ ...ctx, competitor, caseDef, round, settings });
         cells.push(cell);
         problems.push(...cell.problems);
@@ -174,7 +178,10 @@ async function main() {
 
     const order = started.competitors.map((c) => c.key);
     const summary = summarize(cells, order);
-    const targets = checkTargets(summary, token);
+    const variants = selectVariants(settings.variants).filter((v) =>
+      started.competitors.some((c) => c.variant === v),
+    );
+    const targets = checkTargets(summary, token, { extraChecks: variantChecks(variants) });
     const meta = {
       startedAt,
       smoke: settings.smoke,
@@ -191,6 +198,12 @@ async function main() {
       proxyCore,
       loadCore,
       skipped,
+      variants: variants.map(({ key, label, issue, minRatio }) => ({
+        key,
+        label,
+        issue,
+        minRatio,
+      })),
       environment: describeEnvironment(tools),
     };
     const cases = THROUGHPUT_CASES.filter((c) => settings.cases.includes(c.key));

@@ -1,7 +1,8 @@
 /**
  * The bench's HTTPS upstream: as cheap as node:https allows, so it measures the proxies, not
  * itself. It checks no credentials (it is the ceiling) but counts requests with and without
- * `Authorization: Bearer …` so the bench can prove the proxies injected the header.
+ * `Authorization: Bearer …` (or `DPoP …` with a `DPoP` proof, the `dpop` variant) so the bench
+ * can prove the proxies injected the header.
  *
  *   node bench/upstream.mjs --cert FILE --key FILE [--port 0]
  * prints `UPSTREAM_READY {"port":N}` once listening.
@@ -44,7 +45,10 @@ function countAuth(req) {
   counts.total++;
   const auth = req.headers.authorization;
   if (auth?.startsWith("Bearer ") && auth.length > 7) counts.bearer++;
-  else counts.plain++;
+  // RFC 9449 §7.1: a DPoP-bound token travels with its proof (a JWS: "ey…"); counted as injected.
+  else if (auth?.startsWith("DPoP ") && auth.length > 5 && req.headers.dpop?.startsWith("ey")) {
+    counts.bearer++;
+  } else counts.plain++;
 }
 
 function handle(req, res) {

@@ -61,7 +61,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const { logger } = deps;
   const metrics = deps.metrics ?? createMetrics();
   const lifecycle = createLifecycle();
-  const sources = buildTokenSources(config, { logger, metrics });
+  const sources = buildTokenSources(config, { logger, metrics, tracing: deps.tracing });
   const callerSources = buildCallerSources({ logger, metrics });
   // Built now, not on first use: an unreadable CA or key file fails the start, not a request.
   const live: LiveGeneration = { generation: buildGeneration(config, sources, callerSources) };

@@ -28,6 +28,10 @@ export const PROXY_ERROR_STATUS = {
   expectation_failed: 417,
   /** Too many failed `Proxy-Authorization` attempts from this address lately. */
   caller_throttled: 429,
+  /** `upstreams[].rateLimit`: the request's turn would come after `rateLimit.wait` (or the queue is full). */
+  rate_limited: 429,
+  /** The upstream asked to slow down (429/503 with Retry-After) for longer than the request may wait. */
+  upstream_rate_limited: 429,
   header_fields_too_large: 431,
   not_implemented: 501,
   /** An `Upgrade: websocket` the upstream's `upgrades` list does not allow. */

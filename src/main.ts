@@ -83,12 +83,20 @@ export async function startProxy(
     logger,
     serviceVersion: VERSION,
   });
-  const app = buildApp(config, {
-    logger,
-    onQuit: () => void shutdown("quitquitquit"),
-    tracing,
-  });
-  const addresses = await app.listen();
+  let app: App;
+  let addresses: Awaited<ReturnType<App["listen"]>>;
+  try {
+    app = buildApp(config, {
+      logger,
+      onQuit: () => void shutdown("quitquitquit"),
+      tracing,
+    });
+    addresses = await app.listen();
+  } catch (error) {
+    // A start that failed leaves no exporter timer behind it either.
+    await tracing.shutdown();
+    throw error;
+  }
 
   if (options.handleSignals) {
     let firstSignalAtMs: number | undefined;

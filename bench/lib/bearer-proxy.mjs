@@ -4,7 +4,7 @@
  *   - `node dist/cli.js run --config FILE` starts the proxy from a YAML config (schema:
  *     src/config/schema.ts); it keeps running until SIGTERM;
  *   - `upstreams[].http2: true` makes it speak HTTP/2 to the upstream (the `bearer-proxy-h2`
- *     competitor);
+ *     competitor); the variants (lib/variants.mjs) change the config object further;
  *   - `GET http://<admin>/readyz` answers 200 once it can serve (with `token.prefetch: false`,
  *     without holding a token yet);
  *   - bench/emulator-child.mjs runs dist/emulator/emulator.js (`startEmulator`), whose
@@ -59,8 +59,8 @@ export async function startEmulatorProcess({ core, certs }) {
   };
 }
 
-/** The config file bearer-proxy gets in the bench. */
-export function renderBearerProxyConfig({
+/** The config bearer-proxy gets in the bench, as an object (what variants' `configure` takes). */
+export function bearerProxyConfig({
   listenPort,
   adminPort,
   upstream,
@@ -69,7 +69,7 @@ export function renderBearerProxyConfig({
   prefetch,
   http2 = false,
 }) {
-  const config = {
+  return {
     listen: { host: "127.0.0.1", port: listenPort },
     admin: { host: "127.0.0.1", port: adminPort },
     log: { level: "warn" },
@@ -88,12 +88,12 @@ export function renderBearerProxyConfig({
       },
     ],
   };
-  return stringify(config);
 }
 
 /**
- * Start bearer-proxy on `core`, wait for /readyz. Resolves with the competitor shape plus
- * `readyMs` (spawn → first /readyz 200) and `adminUrl`.
+ * Start bearer-proxy on `core`, wait for /readyz. `configure` turns the bench's config object
+ * into a variant's. Resolves with the competitor shape plus `readyMs` (spawn → first /readyz
+ * 200) and `adminUrl`.
  */
 export async function startBearerProxy({
   core,
@@ -105,20 +105,27 @@ export async function startBearerProxy({
   prefetch = true,
   tag = "",
   http2 = false,
+  configure = (config) => config,
+  /** Extra environment for the proxy process (a variant's OTEL_* settings). */
+  env = {},
 }) {
   const [listenPort, adminPort] = [await findFreePort(), await findFreePort()];
   const configFile = join(dir, `bearer-proxy${tag}.yaml`);
   await writeFile(
     configFile,
-    renderBearerProxyConfig({
-      listenPort,
-      adminPort,
-      upstream,
-      emulator,
-      caFile: certs.caFile,
-      prefetch,
-      http2,
-    }),
+    stringify(
+      configure(
+        bearerProxyConfig({
+          listenPort,
+          adminPort,
+          upstream,
+          emulator,
+          caFile: certs.caFile,
+          prefetch,
+          http2,
+        }),
+      ),
+    ),
   );
   const spawnedAt = performance.now();
   const child = spawnPinned(
@@ -127,6 +134,7 @@ export async function startBearerProxy({
     [...NODE_FLAGS, CLI, "run", "--config", configFile],
     {
       cwd: REPO_DIR,
+      env: { ...process.env, ...env },
     },
   );
   child.stdout.resume();

@@ -12,10 +12,14 @@ export function createControlClient(caPem) {
     connections: 4,
   });
 
-  /** One request; resolves `{status, text}`; rejects on network errors or after `timeoutMs`. */
-  async function send(method, url, timeoutMs = 5000) {
+  /**
+   * One request with optional `headers`; resolves `{status, text}`; rejects on network errors
+   * or after `timeoutMs`.
+   */
+  async function send(method, url, { timeoutMs = 5000, headers } = {}) {
     const response = await request(url, {
       method,
+      headers,
       dispatcher,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
@@ -46,7 +50,7 @@ export function createControlClient(caPem) {
       while (performance.now() - started < timeoutMs) {
         if (isDead()) throw new Error(`process exited while waiting for ${url} (${last})`);
         try {
-          const { status } = await send("GET", url, 1000);
+          const { status } = await send("GET", url, { timeoutMs: 1000 });
           if (status === 200) return performance.now() - started;
           last = `status ${status}`;
         } catch (error) {

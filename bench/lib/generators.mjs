@@ -29,7 +29,7 @@ async function runGenerator(core, command, args, durationS, env) {
 }
 
 /**
- * Closed-loop load against `url`.
+ * Closed-loop load against `url`, sending `headers` (name → value) on every request.
  * @returns {Promise<{rps: number, requests: number, p50Ms: number, p99Ms: number,
  *   errors: number, statusErrors: number, raw: object}>}
  */
@@ -42,7 +42,9 @@ export async function runClosedLoop({
   connections,
   durationS,
   caFile,
+  headers = {},
 }) {
+  const headerLines = Object.entries(headers).map(([name, value]) => `${name}: ${value}`);
   const raw =
     tool === "wrk"
       ? await runGenerator(
@@ -54,6 +56,7 @@ export async function runClosedLoop({
             `-d${durationS}s`,
             "--timeout",
             "10s",
+            ...headerLines.flatMap((line) => ["-H", line]),
             "-s",
             join(BENCH_DIR, "wrk", "bench.lua"),
             url,
@@ -68,6 +71,7 @@ export async function runClosedLoop({
             join(BENCH_DIR, "load.mjs"),
             ...["--url", url, "--method", method, "--body-bytes", String(bodyBytes)],
             ...["--connections", String(connections), "--duration", String(durationS)],
+            ...headerLines.flatMap((line) => ["--header", line]),
             ...(url.startsWith("https:") ? ["--ca", caFile] : []),
           ],
           durationS,

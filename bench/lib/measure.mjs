@@ -91,6 +91,8 @@ export async function measureCell({ competitor, caseDef, round, settings, upstre
             connections: settings.connections,
             durationS: settings.durationS,
             caFile: certs.caFile,
+            // A variant's credential (lib/variants.mjs); none for the others.
+            headers: competitor.headers,
           });
   } catch (error) {
     loadError = error.message;

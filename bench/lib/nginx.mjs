@@ -56,7 +56,12 @@ export function renderNginxUpstreamConfig({
 ${commonMain(dir)}
 http {
 ${commonHttp(dir)}
-  map $http_authorization $bench_auth { "~^Bearer ." B; default P; }
+  # B: injected — a Bearer token, or a DPoP token with a proof (RFC 9449 §7.1: a JWS, "ey…").
+  map "$http_authorization|$http_dpop" $bench_auth {
+    "~^Bearer [^|]" B;
+    "~^DPoP [^|]+[|]ey" B;
+    default P;
+  }
   log_format bench_auth '$bench_auth';
   log_format bench_conn '$connection';
   http2_max_concurrent_streams 1024;

@@ -1,7 +1,9 @@
 /**
  * Render a run as Markdown: one table per throughput case, the fixed-rate latency table, the
- * token-side section, the targets check, and how the run was made.
+ * HTTP/2 and feature-cost comparisons with bearer-proxy itself, the token-side section, the
+ * targets check, and how the run was made.
  */
+import { PLAIN, VARIANT_CASE, variantCompetitorKey } from "./variants.mjs";
 
 const LABELS = {
   "bearer-proxy": "bearer-proxy",
@@ -84,6 +86,28 @@ function http2Table(summary, cases) {
         `${num(h1.p99Ms.median, 2)} / ${num(h2.p99Ms.median, 2)} | ` +
         `${withRange(h1.upstreamConnections)} / ${withRange(h2.upstreamConnections)} | ` +
         `${withRange(h1.upstreamHandshakes)} / ${withRange(h2.upstreamHandshakes)} |`,
+    );
+  }
+  return rows.length > 2 ? rows.join("\n") : null;
+}
+
+/** Each variant against plain bearer-proxy in the same rounds, with its target's verdict. */
+function featureCostTable(summary, variants, targets) {
+  const rows = [
+    "| variant | what is on | plain req/s | variant req/s | req/s ×plain | per CPU-s ×plain | p50 ms plain / variant | p99 ms plain / variant | target | result |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|:---:|",
+  ];
+  const plain = summary[VARIANT_CASE]?.[PLAIN];
+  for (const variant of variants) {
+    const own = summary[VARIANT_CASE]?.[variantCompetitorKey(variant.key)];
+    if (!plain || !own) continue;
+    const verdict =
+      targets.find((t) => t.variant === variant.key)?.results[PLAIN].verdict ?? "SKIP";
+    rows.push(
+      `| ${variant.key} | ${variant.label} (${variant.issue}) | ${withRange(plain.rps)} | ${withRange(own.rps)} | ` +
+        `${ratio(own.rpsVsBearerProxy)} | ${ratio(own.perCpuVsBearerProxy)} | ` +
+        `${num(plain.p50Ms.median, 2)} / ${num(own.p50Ms.median, 2)} | ` +
+        `${num(plain.p99Ms.median, 2)} / ${num(own.p99Ms.median, 2)} | ≥ ${num(variant.minRatio, 2)}× | ${verdict} |`,
     );
   }
   return rows.length > 2 ? rows.join("\n") : null;
@@ -178,8 +202,22 @@ export function renderMarkdown({ meta, summary, cases, token, targets, order, pr
       "",
     );
   }
+  const featureCost = featureCostTable(summary, meta.variants ?? [], targets);
+  if (featureCost) {
+    parts.push(
+      "## Feature cost: bearer-proxy variants against plain bearer-proxy (small GET)",
+      "",
+      "Each variant is the same build with one feature on (its config change, and the request " +
+        "headers the load generator sends with every request), measured in the same rounds right " +
+        "after plain bearer-proxy. Ratios are taken within each round, then the median (min–max) " +
+        "over rounds; the target is on req/s, *per CPU-s* is the same ratio from CPU per request.",
+      "",
+      featureCost,
+      "",
+    );
+  }
   parts.push("## Token side (bearer-proxy)", "", tokenSection(token), "");
-  parts.push("## Targets (issue 8)", "", targetsTable(targets), "");
+  parts.push("## Targets (issue 8; variants' feature cost)", "", targetsTable(targets), "");
   if (problems.length > 0) parts.push("## Problems", "", ...problems.map((p) => `- ${p}`), "");
   parts.push("## Environment", "");
   for (const [name, value] of Object.entries(meta.environment)) parts.push(`- ${name}: ${value}`);

@@ -2,6 +2,7 @@
  * Command-line options of `npm run bench` and the two modes' defaults.
  */
 import { parseArgs } from "node:util";
+import { ALL_VARIANTS } from "./variants.mjs";
 
 export const ALL_COMPETITORS = [
   "bearer-proxy",
@@ -22,6 +23,9 @@ const USAGE = `usage: node bench/run.mjs [--smoke] [options]
   --latency-duration S    seconds per latency cell (full: 10)
   --competitors LIST      comma list of ${ALL_COMPETITORS.join(",")}
   --cases LIST            comma list of ${ALL_CASES.join(",")}
+  --variants LIST|none    bearer-proxy variants measured against plain bearer-proxy in the
+                          small case (feature cost): comma list of ${ALL_VARIANTS.join(",")}
+                          (default: all; they need bearer-proxy and the small case)
   --generator wrk|node    force the closed-loop generator (default: wrk when installed)
   --upstream nginx|node   force the upstream (default: nginx when installed)
   --no-install            never apt-get install wrk/nginx
@@ -71,6 +75,7 @@ export function parseSettings(argv) {
         "latency-duration": { type: "string" },
         competitors: { type: "string" },
         cases: { type: "string" },
+        variants: { type: "string" },
         generator: { type: "string" },
         upstream: { type: "string" },
         "no-install": { type: "boolean", default: false },
@@ -109,6 +114,12 @@ export function parseSettings(argv) {
       : smoke
         ? ["small", "early", "latency"]
         : ALL_CASES,
+    variants:
+      values.variants === undefined
+        ? ALL_VARIANTS
+        : values.variants.trim() === "none"
+          ? []
+          : list(values.variants, ALL_VARIANTS, "variant"),
     generatorChoice: values.generator ?? null,
     upstreamChoice: values.upstream ?? null,
     install: !values["no-install"],

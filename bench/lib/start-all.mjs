@@ -2,6 +2,9 @@
  * Start the upstream, the token emulator and every requested competitor that can run here.
  * A competitor that cannot be had (nginx not installable, bearer-proxy not built) is skipped
  * and said so; one that is there but fails to start is a problem (the run exits non-zero).
+ * The bearer-proxy variants (lib/variants.mjs) start right after plain bearer-proxy, so each
+ * round measures them next to their reference; a variant whose credential is not accepted
+ * counts as failing to start.
  */
 import { join } from "node:path";
 import { bearerProxyMissing, startBearerProxy, startEmulatorProcess } from "./bearer-proxy.mjs";
@@ -13,10 +16,11 @@ import {
   startUndiciForwarder,
 } from "./competitors.mjs";
 import { startNginxUpstream, startNodeUpstream } from "./upstreams.mjs";
+import { selectVariants, startVariant, VARIANT_CASE } from "./variants.mjs";
 
 /**
  * @returns {Promise<{upstream: object, emulator: object|null, competitors: object[]}>}
- *   competitors in the requested order (a b c d e).
+ *   competitors in the requested order (a, its variants, a′ b c d e).
  */
 export async function startAll({ settings, tools, ctx, log, problems, skipped }) {
   const { certs, control, dir, proxyCore, loadCore } = ctx;
@@ -39,8 +43,8 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
   let emulator = null;
   const competitors = [];
 
-  /** bearer-proxy over HTTP/1.1 or HTTP/2 to the upstream; both share one token emulator. */
-  const bearerProxy = async (http2) => {
+  /** bearer-proxy over HTTP/1.1 or HTTP/2, or a variant; all share one token emulator. */
+  const bearerProxy = async ({ http2 = false, tag = "", configure, env } = {}) => {
     const missing = bearerProxyMissing();
     if (missing) {
       problems.push(`bearer-proxy cannot run: ${missing}`);
@@ -58,12 +62,14 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
       dir,
       control,
       http2,
-      tag: http2 ? "-h2" : "",
+      tag,
+      configure,
+      env,
     });
   };
   const starters = {
-    "bearer-proxy": () => bearerProxy(false),
-    "bearer-proxy-h2": () => bearerProxy(true),
+    "bearer-proxy": () => bearerProxy(),
+    "bearer-proxy-h2": () => bearerProxy({ http2: true, tag: "-h2" }),
     nginx: async () => {
       if (!tools.nginx.path) {
         skipped.push(`nginx: ${tools.nginx.note}`);
@@ -84,17 +90,49 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
     direct: async () => describeDirect(upstream),
   };
 
+  const variants = selectVariants(settings.variants);
+  const variantStarters = () => {
+    if (variants.length === 0) return [];
+    if (!settings.cases.includes(VARIANT_CASE)) {
+      skipped.push(`bearer-proxy variants: they run in the ${VARIANT_CASE} case, not selected`);
+      return [];
+    }
+    return variants.map((variant) => ({
+      key: `bearer-proxy variant ${variant.key}`,
+      start: () =>
+        startVariant({
+          variant,
+          dir,
+          control,
+          startProxy: (configure, tag, env) => bearerProxy({ configure, tag, env }),
+        }),
+    }));
+  };
+
   for (const key of settings.competitors) {
+    const started = await startOne(key, starters[key]);
+    // Without their reference, variants have nothing to be a ratio of.
+    if (key === "bearer-proxy" && started) {
+      for (const variant of variantStarters()) await startOne(variant.key, variant.start);
+    }
+  }
+  if (!settings.competitors.includes("bearer-proxy") && variants.length > 0) {
+    skipped.push("bearer-proxy variants: plain bearer-proxy (their reference) not selected");
+  }
+  return { upstream, emulator, competitors };
+
+  async function startOne(key, start) {
     try {
-      const competitor = await starters[key]();
+      const competitor = await start();
       if (competitor) {
         competitors.push(competitor);
         log(`${key} ready on ${competitor.baseUrl}`);
       }
+      return competitor;
     } catch (error) {
       problems.push(`${key} failed to start: ${error.message}`);
       log(`${key} failed to start: ${error.message}`);
+      return null;
     }
   }
-  return { upstream, emulator, competitors };
 }

@@ -1,6 +1,7 @@
 /**
- * Issue 8's targets, checked against one run's summary. Each check is computed for
- * bearer-proxy (PASS/FAIL/SKIP) and, for reference, for the Node baselines.
+ * Issue 8's targets, checked against one run's summary, plus the feature-cost targets of the
+ * bearer-proxy variants (lib/variants.mjs `variantChecks`, same shape). Each check is computed
+ * for bearer-proxy (PASS/FAIL/SKIP) and, for reference, for the Node baselines.
  */
 
 const THROUGHPUT = ["small", "post64k", "early", "get1m"];
@@ -99,18 +100,28 @@ function verdict(check, value) {
 
 /**
  * `perCpu` is the same throughput ratio computed from requests per CPU-second (shown beside
- * the verdict, which stays on req/s as the issue states it).
- * @returns {Array<{target: string, limit: number, results: Record<string, {value: number|null,
- *   verdict: "PASS"|"FAIL"|"SKIP"|"NOISY", perCpu: number|null}>}>}
+ * the verdict, which stays on req/s as the issue states it). `extraChecks` are appended
+ * (the variants' targets; `variant` names the variant a check belongs to).
+ * @returns {Array<{target: string, limit: number, variant?: string, results: Record<string,
+ *   {value: number|null, verdict: "PASS"|"FAIL"|"SKIP"|"NOISY", perCpu: number|null}>}>}
  */
-export function checkTargets(summary, token, competitors = ["bearer-proxy", "undici", "fastify"]) {
-  return CHECKS.map((check) => {
+export function checkTargets(
+  summary,
+  token,
+  { extraChecks = [], competitors = ["bearer-proxy", "undici", "fastify"] } = {},
+) {
+  return [...CHECKS, ...extraChecks].map((check) => {
     const results = {};
     for (const competitor of competitors) {
       const value = check.value(summary, token, competitor);
       const perCpu = check.perCpu?.(summary, competitor) ?? null;
       results[competitor] = { value, verdict: verdict(check, value), perCpu };
     }
-    return { target: check.target, limit: check.limit, results };
+    return {
+      target: check.target,
+      limit: check.limit,
+      ...(check.variant ? { variant: check.variant } : {}),
+      results,
+    };
   });
 }

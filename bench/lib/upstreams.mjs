@@ -5,8 +5,9 @@
  *     a Node upstream sharing its core with the load generator tops out near the Node proxies'
  *     own throughput and would hide the difference to nginx-as-proxy;
  *   - `node` (bench/upstream.mjs): needs nothing installed.
- * Both count requests with and without `Authorization: Bearer …` (nginx through a one-byte
- * access log line per request) and check no credentials.
+ * Both count requests with and without `Authorization: Bearer …`, or `DPoP …` with a `DPoP`
+ * proof (nginx through a one-byte access log line per request), and check no credentials;
+ * `bearer` counts both: the injected ones.
  */
 import { chmod, mkdir, readFile, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";

@@ -16,6 +16,7 @@ import { LAZY_SCHEMA_COMPILERS } from "./lazy-schema-compilers.js";
 import { quitRefusal } from "./quit-guard.js";
 import type { ReadinessCondition } from "./readiness.js";
 import { createScrubber, type Scrubber } from "./redact.js";
+import type { RateLimitStatus } from "./status-pacing.js";
 import type { LastReload } from "./status-report.js";
 import { registerStatusRoutes } from "./status-routes.js";
 
@@ -57,6 +58,8 @@ export interface AdminServerDeps {
   lastReload?: () => LastReload | undefined;
   /** Recent refusals by `upstreams[].allow`, shown on /status. */
   callerDenials?: () => Denial[];
+  /** An upstream's pacing (limit, queue, pause, retry budget) for /status; undefined: none. */
+  rateLimitStatus?: (upstreamName: string) => RateLimitStatus | undefined;
 }
 
 /** The admin endpoints, listed in 404 answers so a mistyped probe path is easy to fix. */
@@ -121,6 +124,7 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
       config,
       status: deps.tokenStatus(config.name),
       mode: modeOf(config.name),
+      rateLimitOf: deps.rateLimitStatus,
     }));
 
   app.addHook("onSend", async (_request, reply) => {

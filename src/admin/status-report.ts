@@ -16,6 +16,7 @@ import { tokenNotSharedReason } from "../token/shared-token-source.js";
 import type { TokenMode } from "../token/token-registry.js";
 import type { TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
+import type { RateLimitStatus } from "./status-pacing.js";
 import {
   applyStatusQuery,
   isProblem,
@@ -77,6 +78,8 @@ export interface UpstreamReport {
   rates: RecentRate;
   /** Who may use this upstream (`allow`, ORed) in short form; absent: anyone who reaches it. */
   allow?: string[];
+  /** Pacing (`rateLimit`, the upstream's pause, retries); absent when there is nothing to show. */
+  rateLimit?: RateLimitStatus;
 }
 
 /** A 15-minute series, oldest bucket first. */
@@ -198,6 +201,8 @@ export interface UpstreamSnapshot {
   config: UpstreamConfig;
   status: TokenStatus;
   mode: TokenMode;
+  /** The upstream's pacing status by name (status-pacing.ts), read for the page's rows only. */
+  rateLimitOf?: ((upstreamName: string) => RateLimitStatus | undefined) | undefined;
 }
 
 export interface StatusInput {
@@ -369,7 +374,13 @@ function upstreamReport(
     requests: counts.get(config.name) ?? emptyCounts(),
     rates: row.rates,
     ...(config.allow ? { allow: config.allow.map(summarizeAllowRule) } : {}),
+    ...rateLimitReport(row.snapshot),
   };
+}
+
+function rateLimitReport(snapshot: UpstreamSnapshot): Pick<UpstreamReport, "rateLimit"> {
+  const rateLimit = snapshot.rateLimitOf?.(snapshot.config.name);
+  return rateLimit === undefined ? {} : { rateLimit };
 }
 
 function seriesReport(series: RateSeries, nowMs: number, nowWallMs: number): SeriesReport {

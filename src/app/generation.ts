@@ -10,6 +10,7 @@ import type { DispatcherPool } from "../net/dispatcher-pool.js";
 import type { ProxyRouting } from "../proxy/proxy-server.js";
 import type { TokenRegistry } from "../token/token-registry.js";
 import type { CallerSources } from "./caller-sources.js";
+import type { PacingTable } from "./pacers.js";
 import type { TokenSources } from "./token-sources.js";
 
 /** One configuration's token registry and dispatchers. */
@@ -20,6 +21,8 @@ export interface Generation {
   dispatchers: Set<Dispatcher>;
   /** Who may use which upstream (`allow`, `callers`); `ready()` once its authenticator loaded. */
   callers: CallerGate;
+  /** Each upstream's pacer, retry policy and budget (issue 26). */
+  pacing: PacingTable;
   routingFor(upstreams: readonly UpstreamConfig[]): ProxyRouting;
 }
 
@@ -41,11 +44,13 @@ export function buildGeneration(
   const routes = buildDispatchers(config, sources.pool);
   const callers = callerSources.gateFor(config);
   const tokens = sources.tokensFor(config, adoptFrom);
+  const pacing = sources.pacers.tableFor(config);
   return {
     config,
     tokens,
     dispatchers: routes.dispatchers,
     callers,
+    pacing,
     routingFor: (upstreams) => ({
       upstreams,
       callerGate: callers,
@@ -53,6 +58,7 @@ export function buildGeneration(
       dispatcherFor: routes.dispatcherFor,
       freshDispatcherFor: routes.freshDispatcherFor,
       upgradeDispatcherFor: routes.upgradeDispatcherFor,
+      pacingFor: pacing.pacingFor,
     }),
   };
 }

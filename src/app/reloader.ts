@@ -73,6 +73,7 @@ export function createReloader(deps: {
       await built.callers.ready();
     } catch (error) {
       callerSources.retain([live.generation.config]);
+      sources.pacers.retain([live.generation.pacing]);
       return rejected(trigger, [error instanceof Error ? error.message : String(error)]);
     }
     if (closing) return rejected(trigger, ["the proxy is shutting down"]);
@@ -112,6 +113,7 @@ export function createReloader(deps: {
       old.tokens.close();
       void sources.pool.closeUnused(live.generation.dispatchers);
       callerSources.retain([live.generation.config]);
+      sources.pacers.retain([live.generation.pacing]);
     }, 50);
     timer.unref();
   }

@@ -60,6 +60,7 @@ export function createRunControl(deps: {
     results.push(
       ...(await Promise.allSettled([
         sources.sharedCache?.close(),
+        sources.pacers.close(),
         sources.pool.close(),
         callerSources.close(),
       ])),

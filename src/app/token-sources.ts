@@ -1,28 +1,32 @@
 /**
- * What every generation's token registry draws on for the app's whole life: the dispatcher pool
- * and, when `tokenCache.redis` is set, the Redis-shared token cache.
+ * What every generation's token registry draws on for the app's whole life: the dispatcher pool,
+ * when `tokenCache.redis` is set, the Redis-shared token cache, and the upstreams' pacers.
  */
 import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
 import { createDispatcherPool, type DispatcherPool } from "../net/dispatcher-pool.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { Tracing } from "../observability/tracing.js";
 import { systemClock } from "../token/clock.js";
 import { createRedisTokenCache } from "../token/redis-token-cache.js";
 import type { SharedTokenCache } from "../token/redis-types.js";
 import { createSharedTokenSourceFactory } from "../token/shared-token-source.js";
 import { createTokenRegistry, type TokenRegistry } from "../token/token-registry.js";
+import { createPacers, type Pacers } from "./pacers.js";
 
 export interface TokenSources {
   /** One pool for the app's life: a reload gets the dispatchers of unchanged settings back. */
   pool: DispatcherPool;
   sharedCache: SharedTokenCache | undefined;
+  /** One pacer per upstream (`rateLimit`, and the upstream's own pauses), kept across reloads. */
+  pacers: Pacers;
   /** A configuration's token registry, adopting the sources of unchanged credentials. */
   tokensFor(config: ProxyConfig, adoptFrom?: TokenRegistry): TokenRegistry;
 }
 
 export function buildTokenSources(
   config: ProxyConfig,
-  deps: { logger: Logger; metrics: Metrics },
+  deps: { logger: Logger; metrics: Metrics; tracing?: Tracing | undefined },
 ): TokenSources {
   const { logger, metrics } = deps;
   const pool = createDispatcherPool(config);
@@ -34,6 +38,7 @@ export function buildTokenSources(
       upstreams: next.upstreams,
       maxSources: next.tokenCache.maxSources,
       eagerLimit: next.tokenCache.eagerLimit,
+      tracing: deps.tracing,
       // The token endpoint may be another host with its own TLS settings (UpstreamConfig.token.tls).
       dispatcherFor: (upstream: UpstreamConfig) => pool.forTokenEndpoint(upstream),
       clock: systemClock,
@@ -42,5 +47,5 @@ export function buildTokenSources(
       ...(sharedCache ? { createSource: createSharedTokenSourceFactory(sharedCache) } : {}),
       adoptFrom,
     });
-  return { pool, sharedCache, tokensFor };
+  return { pool, sharedCache, pacers: createPacers(config, { logger, metrics }), tokensFor };
 }

@@ -19,6 +19,7 @@ import { type PemFile, type PemKind, readPemFile } from "./tls-files.js";
 import { checkAcceptTokenTypes } from "./token-types.js";
 import type { AssertionAlgorithm } from "./types.js";
 import { parseByteSize } from "./units.js";
+import { validateBinding } from "./validate-binding.js";
 import { validateCallers } from "./validate-callers.js";
 import { checkClientAuth, needsSecret } from "./validate-client-auth.js";
 import { durationIsZero, validateDurations } from "./validate-durations.js";
@@ -110,6 +111,7 @@ export async function validateSemantics(
   validateRedisTopology(doc, issues);
   await validateCallers(doc, ctx, issues);
   validatePacing(doc, issues);
+  await validateBinding(doc, ctx, issues);
   const checked = await Promise.all(
     files.map(async (f): Promise<PemFile | { problem: string | undefined }> => {
       const unreadable = await checkReadableFile(f.absolute);

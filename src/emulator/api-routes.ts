@@ -8,7 +8,9 @@ import { DEFAULT_VERSION } from "./token-endpoint.js";
 /**
  * API routes (SPEC.md "API versions") and the test routes, all behind one strict bearer check:
  * exactly `Bearer` + one space + a token this emulator issued, correctly signed, unexpired,
- * unrevoked and issued for the request's API version. Otherwise 401 with
+ * unrevoked and issued for the request's API version. `DPoP` + one space + such a token is
+ * taken too, with exactly one `DPoP` header (RFC 9449 §7.1); like the token endpoint, the
+ * emulator does not verify the proof (see token-endpoint.ts). Otherwise 401 with
  * `WWW-Authenticate: Bearer error="invalid_token"` (RFC 6750 §3) and a JSON body saying why.
  * The version check (400) comes before the token check: the version decides which token fits.
  */
@@ -24,7 +26,7 @@ export interface ApiRoute {
 }
 
 // RFC 6750 §2.1 b64token, after the case-sensitive scheme word and exactly one space.
-const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/;
+const BEARER = /^(Bearer|DPoP) ([A-Za-z0-9\-._~+/]+=*)$/;
 const SPREADSHEET = /^\/platform\/v1\/spreadsheets\/([^/]+)$/;
 const UNAUTHORIZED_CHALLENGE = { "www-authenticate": 'Bearer error="invalid_token"' };
 
@@ -148,8 +150,12 @@ function checkBearer(
   if (headers.length === 0) return "missing Authorization header";
   if (headers.length > 1) return "more than one Authorization header";
   const match = BEARER.exec(headers[0]!);
-  if (!match) return "Authorization must be the word Bearer, exactly one space, then the token";
-  const check = state.tokens.verify(match[1]!, version);
+  if (!match)
+    return "Authorization must be the word Bearer (or DPoP), exactly one space, then the token";
+  if (match[1] === "DPoP" && headerValues(req, "dpop").length !== 1) {
+    return "Authorization: DPoP needs exactly one DPoP proof header";
+  }
+  const check = state.tokens.verify(match[2]!, version);
   if (check.ok) return undefined;
   return check.detail ? `${check.reason}: ${check.detail}` : check.reason;
 }

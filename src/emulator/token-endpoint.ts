@@ -20,6 +20,10 @@ import {
  *   a body `client_id` equal to the Basic one is tolerated.
  * - `scope`, when sent, must be a non-empty single-space separated subset of the configured scope.
  * - Bodies are limited to 64 KiB (413). Every answer carries `Cache-Control: no-store`.
+ * - A request with one `DPoP` header (RFC 9449 §5) gets `token_type: DPoP`. The proof is checked
+ *   for shape only (a compact JWS), not verified, and the token is not bound to its key: the
+ *   emulator stands in for a DPoP provider in the bench and demos; proofs are verified against
+ *   node-oidc-provider and test/helpers/dpop-resource-server.ts.
  */
 
 /** The API version name the default version's tokens carry in `ver`. */
@@ -33,6 +37,8 @@ export const TOKEN_PATHS: Readonly<Record<string, string>> = Object.freeze({
 const BODY_LIMIT_BYTES = 64 * 1024;
 const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" };
 const CHALLENGE = { "www-authenticate": 'Basic realm="emulator"' };
+/** Three base64url segments (RFC 7515 §7.1); a JWT header always starts `ey` (`{"`). */
+const COMPACT_JWS = /^ey[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 type Reply = (
   status: number,
@@ -93,6 +99,12 @@ export async function handleTokenRequest(
   }
   counts[encoding]++;
 
+  const proofs = headerValues(req, "dpop");
+  if (proofs.length > 1 || (proofs.length === 1 && !COMPACT_JWS.test(proofs[0]!))) {
+    reject(400, "invalid_dpop_proof", "expected one DPoP header holding a compact JWS");
+    return;
+  }
+
   const basic = readBasicAuth(req, reject);
   if (basic === null) return;
   if (basic) counts.basic++;
@@ -110,7 +122,7 @@ export async function handleTokenRequest(
   }
   const params = mergeClientAuth(parsed.value, basic, reject);
   if (!params) return;
-  grantToken(state, params, version, reject, res);
+  grantToken(state, params, version, proofs.length === 1, reject, res);
 }
 
 /**
@@ -177,6 +189,7 @@ function grantToken(
   state: EmulatorState,
   params: Required<Pick<TokenParams, "client_id" | "client_secret" | "grant_type">> & TokenParams,
   version: string,
+  dpop: boolean,
   reject: Reply,
   res: ServerResponse,
 ): void {
@@ -212,7 +225,7 @@ function grantToken(
       // Issue time is truncated to whole seconds, so one second less never overstates the lifetime.
       expires_in: Math.max(1, lifetimeSeconds - 1),
       scope,
-      token_type: "Bearer",
+      token_type: dpop ? "DPoP" : "Bearer",
     },
     NO_STORE,
   );

@@ -62,11 +62,22 @@ export function createDispatcherPool(config: Pick<ProxyConfig, "egressProxy">): 
     }
     return dispatcher;
   };
+  // tls-client-auth: a provider may bind the token to the certificate (RFC 8705 §3), so the
+  // upstream's certificate must follow a renewal as the token endpoint's does.
+  const bound = (upstream: UpstreamConfig) => upstream.token.clientAuth === "tls-client-auth";
   return {
-    forUpstream: (upstream) => get(upstream, upstream.tls, "pooled", { allowH2: upstream.http2 }),
+    forUpstream: (upstream) =>
+      get(upstream, upstream.tls, "pooled", {
+        allowH2: upstream.http2,
+        reloadClientCertificate: bound(upstream),
+      }),
     forFreshConnection: (upstream) =>
-      get(upstream, upstream.tls, "fresh", { allowH2: upstream.http2 }),
-    forUpgrade: (upstream) => get(upstream, upstream.tls),
+      get(upstream, upstream.tls, "fresh", {
+        allowH2: upstream.http2,
+        reloadClientCertificate: bound(upstream),
+      }),
+    forUpgrade: (upstream) =>
+      get(upstream, upstream.tls, "pooled", { reloadClientCertificate: bound(upstream) }),
     forTokenEndpoint: (upstream) =>
       get(upstream, upstream.token.tls, "pooled", {
         // tls-client-auth: the certificate is the credential, and rotates like one.

@@ -130,10 +130,17 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const { certFile, keyFile } = options.tls;
   if (options.reloadClientCertificate && certFile && keyFile) {
     const extraCa = options.extraCaCertsFile ?? process.env.NODE_EXTRA_CA_CERTS;
-    const reloading = createReloadingConnector([certFile, keyFile], () => ({
+    const build = () => ({
       ...buildTlsOptions(options.tls, extraCa),
       timeout: options.connectTimeoutMs,
-    }));
+      // A connector function offers h2 in ALPN only when built with it.
+      ...(options.allowH2 ? { allowH2: true } : {}),
+    });
+    if (options.allowH2) {
+      const connect = createReloadingConnector([certFile, keyFile], build);
+      return new MultiplexingAgent({ connect, ...common, pipelining: H2_STREAMS_PER_CONNECTION });
+    }
+    const reloading = createReloadingConnector([certFile, keyFile], build, createUpstreamConnector);
     return new Agent({ connect: reloading, ...common });
   }
   if (options.allowH2) {

@@ -10,10 +10,14 @@ import { statSync } from "node:fs";
 import type { buildConnector as BuildConnector } from "undici";
 import { buildConnector } from "./undici-core.js";
 
-/** `build` returns the TLS options for the files as they are now (it reads them). */
+/**
+ * `build` returns the TLS options for the files as they are now (it reads them); `make` turns
+ * them into a connector (default undici's; the upstream's keeps its read-after-reset handling).
+ */
 export function createReloadingConnector(
   files: readonly string[],
   build: () => BuildConnector.BuildOptions,
+  make: (options: BuildConnector.BuildOptions) => BuildConnector.connector = buildConnector,
 ): BuildConnector.connector {
   let signature: string | undefined;
   let current: BuildConnector.connector | undefined;
@@ -21,7 +25,7 @@ export function createReloadingConnector(
     const now = statSignature(files);
     if (current === undefined || (now !== undefined && now !== signature)) {
       try {
-        current = buildConnector(build());
+        current = make(build());
         signature = now;
       } catch (error) {
         if (current === undefined) {

@@ -20,6 +20,16 @@ export interface Metrics {
   configReloadsTotal: Counter<"outcome">;
   upgradesOpen: Gauge;
   callerDeniedTotal: Counter<"upstream" | "reason">;
+  /** Requests the pacing gate refused, and the upstream's own "slow down" answers (issue 26). */
+  rateLimitedTotal: Counter<"upstream" | "reason">;
+  /** Requests waiting for their turn, read from the pacers at scrape (see watchRateLimitQueues). */
+  rateLimitQueueDepth: Gauge<"upstream">;
+  /** How long requests that had to wait for their turn waited. */
+  rateLimitWaitSeconds: Histogram<"upstream">;
+  /** Requests sent again after a failure (`upstreams[].retry`), by reason. */
+  retriesTotal: Counter<"upstream" | "reason">;
+  /** Where `rateLimitQueueDepth` reads from: waiting requests by upstream, at each scrape. */
+  watchRateLimitQueues(source: () => Iterable<readonly [string, number]>): void;
   /** The last 15 minutes of request and error counts, for the status page (not exported). */
   requestRates: RequestRates;
 }
@@ -42,6 +52,7 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
   const registry = new Registry();
   if (options.collectProcessMetrics !== false) collectDefaultMetrics({ register: registry });
   const registers = [registry];
+  let queueDepths: (() => Iterable<readonly [string, number]>) | undefined;
   return {
     registry,
     requestsTotal: new Counter({
@@ -116,6 +127,39 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       labelNames: ["upstream", "reason"],
       registers,
     }),
+    rateLimitedTotal: new Counter({
+      name: "bearer_proxy_rate_limited_total",
+      help: "Pacing (upstreams[].rateLimit), by upstream and reason: limit (answered 429 rate_limited), paused (answered 429 upstream_rate_limited during the upstream's pause), upstream_429 and upstream_503 (the upstream answered with Retry-After and paused its traffic).",
+      labelNames: ["upstream", "reason"],
+      registers,
+    }),
+    rateLimitQueueDepth: new Gauge({
+      name: "bearer_proxy_rate_limit_queue_depth",
+      help: "Requests waiting for their turn (rateLimit.wait, or an upstream's pause), by upstream.",
+      labelNames: ["upstream"],
+      registers,
+      collect() {
+        this.reset();
+        if (queueDepths === undefined) return;
+        for (const [upstream, depth] of queueDepths()) this.set({ upstream }, depth);
+      },
+    }),
+    rateLimitWaitSeconds: new Histogram({
+      name: "bearer_proxy_rate_limit_wait_seconds",
+      help: "How long requests that had to wait for their turn waited before going upstream (requests admitted at once are not observed).",
+      labelNames: ["upstream"],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    }),
+    retriesTotal: new Counter({
+      name: "bearer_proxy_retries_total",
+      help: "Requests sent again (upstreams[].retry), by upstream and reason: connect, reset, 502, 503, 504.",
+      labelNames: ["upstream", "reason"],
+      registers,
+    }),
+    watchRateLimitQueues(source) {
+      queueDepths = source;
+    },
     requestRates: createRequestRates(),
   };
 }

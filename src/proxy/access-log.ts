@@ -30,6 +30,10 @@ export interface AccessLine {
   cause: object | undefined;
   /** Who asked, when an `allow` list identified the caller; never a credential. */
   caller?: string | undefined;
+  /** Whole ms the pacing gate held the request, when it did. */
+  waitMs?: number | undefined;
+  /** Times sent upstream, when more than once (retries, replays). */
+  attempts?: number | undefined;
   /** The request's trace and SERVER span, when tracing is on. */
   trace_id?: string | undefined;
   span_id?: string | undefined;
@@ -139,6 +143,8 @@ function renderFields(line: AccessLine): string {
   if (line.errorCode !== undefined) out += `,"errorCode":${JSON.stringify(line.errorCode)}`;
   if (line.cause !== undefined) out += `,"cause":${JSON.stringify(line.cause)}`;
   if (line.caller !== undefined) out += `,"caller":${JSON.stringify(line.caller)}`;
+  if (line.waitMs !== undefined) out += `,"waitMs":${jsonNumber(line.waitMs)}`;
+  if (line.attempts !== undefined) out += `,"attempts":${jsonNumber(line.attempts)}`;
   if (line.trace_id !== undefined) out += `,"trace_id":${JSON.stringify(line.trace_id)}`;
   if (line.span_id !== undefined) out += `,"span_id":${JSON.stringify(line.span_id)}`;
   return out;
@@ -170,6 +176,8 @@ const SAMPLES: AccessLine[] = [
     errorCode: "upstream_reset",
     cause: { codes: ["ECONNRESET"], message: 'socket "hang up"' },
     caller: "sa:payments/billing-client",
+    waitMs: 150,
+    attempts: 2,
     trace_id: "4bf92f3577b34da6a3ce929d0e0e4736",
     span_id: "00f067aa0ba902b7",
   },

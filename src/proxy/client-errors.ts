@@ -7,6 +7,7 @@
  */
 import type { Duplex } from "node:stream";
 import type { ProxyErrorCode } from "../errors.js";
+import { isLingering } from "./lingering-close.js";
 import { writeRawProxyError } from "./proxy-errors.js";
 
 export interface ClientErrorAnswer {
@@ -95,6 +96,9 @@ export function answerClientError(
   socket: Duplex,
   onAnswer?: (answer: ClientErrorAnswer) => void,
 ): void {
+  // Answered and closing: whatever Node's parser still reports (the body cut off by the
+  // client's FIN, a headers timeout) is about bytes the linger discards (lingering-close.ts).
+  if (isLingering(socket)) return;
   const marked = socket as Duplex & { [kAnswered]?: true };
   if (marked[kAnswered]) return;
   marked[kAnswered] = true;

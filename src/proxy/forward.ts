@@ -1,11 +1,17 @@
 /**
  * One proxied exchange: dispatch to the upstream with undici's handler API and stream the
- * answer back with backpressure both ways. Owns the two recoveries:
+ * answer back with backpressure both ways. Owns the recoveries, each sending the request again
+ * only after the pacer gave it a turn (issue 26: the upstream counts every copy):
  * - an upstream 401 on a replayable request: the 401 is held (headers + a bounded body), the
  *   token invalidated, a fresh one fetched and the request replayed exactly once; if no fresh
  *   token comes, or the replay is 401 again, the client gets the upstream's 401 unchanged;
- * - a connection reset before any response byte on an idempotent, replayable request (the
- *   upstream closed a pooled keep-alive connection as we reused it): retried once.
+ * - a failure before any response byte on a request a second copy can't harm (RFC 9110 §9.2.2:
+ *   an idempotent method, or an Idempotency-Key) with a replayable body: a connection refused
+ *   or reset, and 502/503/504 when `retry.on` lists them, is retried within `retry.attempts`
+ *   and the upstream's retry budget, after a jittered backoff, in a free turn or not at all.
+ *   The first retry after a reset goes at once on a fresh connection: the upstream closed a
+ *   pooled keep-alive connection as we reused it, which says nothing about its health.
+ * An upstream 429 or 503 with Retry-After pauses the upstream's pacer; the answer is relayed.
  * Redirects are passed through, never followed: following would carry the token elsewhere.
  *
  * The handler speaks undici's original callback API (onConnect/onHeaders/onData/onComplete/
@@ -25,6 +31,10 @@ import {
   writeTraceContext,
 } from "../observability/tracing.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
+import type { Admission } from "./pacing/limiter.js";
+import { parseRetryAfter } from "./pacing/pause.js";
+import { isRetrySafe, type RetryReason, retryDelayMs, shouldRetry } from "./pacing/retry-policy.js";
+import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
 import { type MappedProxyError, mapUpstreamError, sendProxyError } from "./proxy-errors.js";
 import {
   clientGetsChunked,
@@ -36,11 +46,11 @@ import {
 } from "./response-framing.js";
 import { clientResponseHeaders } from "./response-headers.js";
 
-/** Largest 401 body held while deciding whether to replay; a bigger one is passed through. */
-const HELD_401_LIMIT_BYTES = 64 * 1024;
-
-/** RFC 9110 §9.2.2: methods a retry can't turn into a second side effect. */
-const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
+/**
+ * Largest 401 (or retryable 5xx) body held while deciding whether to send the request again; a
+ * bigger one is passed through.
+ */
+const HELD_LIMIT_BYTES = 64 * 1024;
 
 /** How an exchange ended, for the request log and metrics. */
 export interface ExchangeOutcome {
@@ -52,6 +62,10 @@ export interface ExchangeOutcome {
   errorCode: ProxyErrorCode | "client_closed" | "client_too_slow" | undefined;
   /** The original failure behind errorCode, for a debug log. */
   cause: unknown;
+  /** Requests sent upstream: 1, more after retries and replays, 0 when none could be sent. */
+  attempts?: number;
+  /** ms the retries and replays waited for their turn from the pacer. */
+  waitedMs?: number;
 }
 
 export interface ExchangeOptions {
@@ -85,20 +99,32 @@ export interface ExchangeOptions {
   minDataRateGraceMs: number;
   /** The request's SERVER span: each attempt is a CLIENT span under it. Default: off. */
   span?: ServerSpan | undefined;
+  /**
+   * The upstream's pacing (issue 26): retries follow its policy and budget, resends wait for a
+   * turn, a Retry-After pauses it. Undefined: one immediate retry after a reset, as before.
+   */
+  pacing?: UpstreamPacing | undefined;
+  /** The pacing budget this request spends (the upstream's name, or the caller). */
+  paceKey?: string | undefined;
+  /** The `RateLimit` value of the request's admission; sent with `RateLimit-Policy`. */
+  rateLimit?: string | undefined;
   onDone: (outcome: ExchangeOutcome) => void;
 }
 
 const NO_SPAN = NOOP_TRACING.startServerSpan({ headers: {} });
 
-interface Held401 {
+/** A 401 held for a replay, or a 502/503/504 held for a retry, until it is complete. */
+interface HeldResponse {
   statusCode: number;
   rawHeaders: (Buffer | string)[];
   chunks: Buffer[];
   size: number;
-  /** Set once the held 401 is complete. */
+  /** Set once the held response is complete. */
   trailers?: (Buffer | string)[] | null;
   /** A DPoP resource server asked for a nonce (RFC 9449 §9): retry with it, same token. */
   useNonce: boolean;
+  /** Held for a retry on this status (`retry.on` lists it), not for a 401 replay. */
+  retry: RetryReason | undefined;
 }
 
 /** Starts the exchange; `onDone` is called exactly once. Call `abortFromClient` on hang-up. */
@@ -119,15 +145,28 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private token: AccessToken;
   private readonly replayable: boolean;
   private replayed = false;
-  private retried = false;
+  /** Requests sent upstream so far (every dispatch that got a proof and went). */
+  private attempts = 0;
+  /** Retries under `upstreams[].retry` so far. */
+  private retries = 0;
+  /** The next attempt goes through the fresh dispatcher (after a reset). */
+  private useFresh = false;
+  /** isRetrySafe of the request, computed on the first failure. */
+  private safeToRetry: boolean | undefined;
+  /** The backoff before a retry. */
+  private retryTimer: NodeJS.Timeout | undefined;
+  /** Ends a resend's wait for its turn when the client hangs up. */
+  private turnWait: AbortController | undefined;
+  /** ms resends waited for their turn. */
+  private waitedMs = 0;
   /** The one retry a DPoP `use_dpop_nonce` 401 gets, before any token replay. */
   private nonceRetried = false;
   /** The upstream URL a DPoP proof names (`htu`; the query is dropped when signing). */
   private proofUrl: string | undefined;
   private finished = false;
   private clientGone = false;
-  /** Set while a 401 is being held for a possible replay. */
-  private held: Held401 | undefined;
+  /** Set while a 401 (or a retryable 5xx) is held for a possible resend. */
+  private held: HeldResponse | undefined;
   private responseStarted = false;
   private bytesOut = 0;
   /** Runs from dispatch until undici hands the request a connection (onConnect). */
@@ -146,7 +185,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   dispatch(): void {
     const { upstream, method, path, headers, body } = this.o;
-    const dispatcher = this.retried
+    const dispatcher = this.useFresh
       ? (this.o.freshDispatcher ?? this.o.dispatcher)
       : this.o.dispatcher;
     this.abortUpstream = undefined;
@@ -160,8 +199,9 @@ export class Exchange implements Dispatcher.DispatchHandler {
       upstream.origin,
       path,
       upstream.name,
-      Number(this.replayed) + Number(this.retried) + Number(this.nonceRetried),
+      this.attempts,
     );
+    this.attempts++;
     // The upstream sees this attempt as the parent (a no-op when tracing is off).
     writeTraceContext(headers, this.attempt);
     this.startQueueTimer(dispatcher);
@@ -176,7 +216,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
           headersTimeout: upstream.timeouts.responseHeadersMs,
           bodyTimeout: upstream.timeouts.bodyIdleMs,
           // The retry's connection is closed afterwards, so the fresh dispatcher never pools.
-          reset: this.retried,
+          reset: this.useFresh,
         },
         this,
       );
@@ -215,6 +255,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     const status = this.responseStarted ? this.o.res.statusCode : 499;
     this.done({ status, errorCode: "client_closed", cause: undefined });
     this.abortUpstream?.(new Error("client closed the connection"));
+    this.turnWait?.abort(new Error("client closed the connection"));
   }
 
   onConnect(abort: (err?: Error) => void): void {
@@ -267,11 +308,40 @@ export class Exchange implements Dispatcher.DispatchHandler {
       this.proofUrl !== undefined &&
       this.token.dpop.noteResponse(this.proofUrl, statusCode, raw) &&
       !this.nonceRetried;
+    // "Slow down" (RFC 6585 §4, RFC 9110 §15.6.4): nothing more goes before Retry-After.
+    const paused = (statusCode === 429 || statusCode === 503) && this.noteSlowDown(statusCode, raw);
     if (statusCode === 401 && this.replayable && (!this.replayed || useNonce)) {
-      this.held = { statusCode, rawHeaders: raw, chunks: [], size: 0, useNonce };
+      this.held = { statusCode, rawHeaders: raw, chunks: [], size: 0, useNonce, retry: undefined };
       return true;
     }
+    if (statusCode >= 502 && statusCode <= 504 && !paused) {
+      const reason = String(statusCode) as RetryReason;
+      if (this.mayRetry(reason)) {
+        this.held = {
+          statusCode,
+          rawHeaders: raw,
+          chunks: [],
+          size: 0,
+          useNonce: false,
+          retry: reason,
+        };
+        return true;
+      }
+    }
     this.writeHead(statusCode, raw);
+    return true;
+  }
+
+  /**
+   * A 429 or 503 with a Retry-After (delta-seconds or HTTP-date, RFC 9110 §10.2.3) pauses the
+   * upstream's pacer until then. True when it did.
+   */
+  private noteSlowDown(statusCode: 429 | 503, raw: readonly (Buffer | string)[]): boolean {
+    const pacing = this.o.pacing;
+    if (pacing === undefined) return false;
+    const waitMs = parseRetryAfter(fieldValue(raw, "retry-after"), Date.now());
+    if (waitMs === undefined || waitMs <= 0) return false;
+    pacing.slowDown(waitMs, statusCode);
     return true;
   }
 
@@ -282,7 +352,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (held) {
       held.chunks.push(chunk);
       held.size += chunk.length;
-      if (held.size > HELD_401_LIMIT_BYTES) return this.releaseHeld(false);
+      if (held.size > HELD_LIMIT_BYTES) return this.releaseHeld(false);
       return true;
     }
     this.bytesOut += chunk.length;
@@ -328,16 +398,24 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   onComplete(trailers: string[] | null): void {
     if (this.finished) return;
-    if (this.held) {
-      this.held.trailers = trailers;
+    const held = this.held;
+    if (held) {
+      held.trailers = trailers;
       this.endAttempt(undefined);
-      if (this.held.useNonce) {
-        // The resource server wants a nonce it has now sent: once more, same token, new proof.
-        this.nonceRetried = true;
-        this.dispatch();
+      const relay = () => this.relayHeld(held);
+      if (held.retry !== undefined) {
+        // The budget is spent last, once the retry is sure to be wanted.
+        if (this.o.pacing?.budget.tryAcquireRetry() ?? false) this.retry(held.retry, relay);
+        else relay();
         return;
       }
-      void this.replayAfter401(this.held);
+      if (held.useNonce) {
+        // The resource server wants a nonce it has now sent: once more, same token, new proof.
+        this.nonceRetried = true;
+        this.sendAgain(undefined, relay);
+        return;
+      }
+      void this.replayAfter401(held);
       return;
     }
     this.relayTrailers(trailers);
@@ -354,10 +432,15 @@ export class Exchange implements Dispatcher.DispatchHandler {
     }
     const { upstream } = this.o;
     const mapped = mapUpstreamError(err, upstream.name, upstream.maxResponseHeaderSizeBytes);
-    if (this.shouldRetry(mapped)) {
+    const reason = retryReasonOf(err, mapped);
+    // The budget is spent last, once the retry is sure to be wanted.
+    if (
+      reason !== undefined &&
+      this.mayRetry(reason) &&
+      (this.o.pacing?.budget.tryAcquireRetry() ?? true)
+    ) {
       this.endAttempt(mapped.code);
-      this.retried = true;
-      this.dispatch();
+      this.retry(reason, () => this.fail(mapped));
       return;
     }
     this.fail(mapped);
@@ -377,15 +460,102 @@ export class Exchange implements Dispatcher.DispatchHandler {
     );
   }
 
-  private shouldRetry(mapped: MappedProxyError): boolean {
-    return (
-      !this.retried &&
-      !this.responseStarted &&
-      this.held === undefined &&
-      this.replayable &&
-      mapped.code === "upstream_reset" &&
-      IDEMPOTENT.has(this.o.method)
+  /**
+   * True when this failure may be retried as far as the request and the policy go: nothing
+   * relayed yet, a replayable body, a request a second copy can't harm, attempts left. The
+   * budget is the caller's last check.
+   */
+  private mayRetry(reason: RetryReason): boolean {
+    if (this.responseStarted || this.held !== undefined || !this.replayable) return false;
+    const pacing = this.o.pacing;
+    const allowed =
+      pacing === undefined
+        ? reason === "reset" && this.retries === 0
+        : shouldRetry(pacing.retry, {
+            attempt: this.retries + 1,
+            reason,
+            bytesRelayed: this.bytesOut,
+          });
+    if (!allowed) return false;
+    this.safeToRetry ??= isRetrySafe(this.o.method, this.o.headers);
+    return this.safeToRetry;
+  }
+
+  /**
+   * Sends the request again after a failure: at once on a fresh connection for the first reset,
+   * else after the policy's jittered backoff and only in a free turn (a retry never queues; it
+   * is one more request the upstream counts). `giveUp` answers the client when it can't go.
+   */
+  private retry(reason: RetryReason, giveUp: () => void): void {
+    // A refused connection never reached onConnect: its queue deadline must not fire meanwhile.
+    clearTimeout(this.queueTimer);
+    this.retries++;
+    const pacing = this.o.pacing;
+    pacing?.retried(reason);
+    if (reason === "reset") this.useFresh = true;
+    if (pacing === undefined || (reason === "reset" && this.retries === 1)) {
+      this.dispatch();
+      return;
+    }
+    this.retryTimer = setTimeout(
+      () => {
+        this.retryTimer = undefined;
+        if (!this.finished) this.sendAgain(0, giveUp);
+      },
+      retryDelayMs(pacing.retry, this.retries),
     );
+  }
+
+  /**
+   * Dispatches once the pacer gives the request another turn: at once when one is free, after a
+   * wait of up to `waitMs` (undefined: the pacer's `wait`), or not at all — then `refused` runs.
+   */
+  private sendAgain(waitMs: number | undefined, refused: () => void): void {
+    const pacing = this.o.pacing;
+    if (pacing === undefined) {
+      this.dispatch();
+      return;
+    }
+    const turn = pacing.pacer.acquire(
+      this.o.paceKey ?? pacing.upstream,
+      () => this.turnWaitSignal(),
+      waitMs,
+    );
+    if (!(turn instanceof Promise)) {
+      this.afterTurn(turn, refused);
+      return;
+    }
+    turn.then(
+      (admission) => {
+        if (!this.finished) this.afterTurn(admission, refused);
+      },
+      () => {
+        // The client left (finished already), or the pacer closed: answer as if no turn came.
+        if (!this.finished) refused();
+      },
+    );
+  }
+
+  /** Made only when a resend has to wait for its turn; a hang-up aborts it. */
+  private turnWaitSignal(): AbortSignal {
+    this.turnWait ??= new AbortController();
+    return this.turnWait.signal;
+  }
+
+  private afterTurn(admission: Admission, refused: () => void): void {
+    if (!admission.ok) {
+      refused();
+      return;
+    }
+    this.waitedMs += admission.waitedMs;
+    this.dispatch();
+  }
+
+  /** Relays a held response as the client's answer (no resend will come). */
+  private relayHeld(held: HeldResponse): void {
+    if (this.finished) return;
+    this.held = held;
+    this.releaseHeld(true);
   }
 
   private writeHead(statusCode: number, raw: readonly (Buffer | string)[]): boolean {
@@ -393,6 +563,11 @@ export class Exchange implements Dispatcher.DispatchHandler {
     try {
       // Issue 15 items 2 and 6: see response-framing.ts.
       let headers = clientResponseHeaders(raw, this.o.closeConnection());
+      // draft-ietf-httpapi-ratelimit-headers: what the client's budget looks like after this one.
+      const policy = this.o.pacing?.policy;
+      if (policy !== undefined && this.o.rateLimit !== undefined) {
+        headers.push("ratelimit-policy", policy, "ratelimit", this.o.rateLimit);
+      }
       const framing = responseFraming(headers);
       const hasBody = responseHasBody(method, statusCode);
       if (framing.announcesTrailers && !(hasBody && clientGetsChunked(req, framing))) {
@@ -462,7 +637,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     }
   }
 
-  private async replayAfter401(held: Held401): Promise<void> {
+  private async replayAfter401(held: HeldResponse): Promise<void> {
     const { tokens } = this.o;
     let fresh: AccessToken | undefined;
     try {
@@ -474,8 +649,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (this.finished) return;
     // No new token (endpoint down, or this one too young to drop): the 401 stands.
     if (!fresh || fresh.value === this.token.value) {
-      this.held = held;
-      this.releaseHeld(true);
+      this.relayHeld(held);
       return;
     }
     this.replayed = true;
@@ -486,7 +660,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
       this.fail(mapUpstreamError(err, this.o.upstream.name));
       return;
     }
-    this.dispatch();
+    // The replay is one more request the upstream counts: it waits for its turn like any other.
+    this.sendAgain(undefined, () => this.relayHeld(held));
   }
 
   private fail(mapped: MappedProxyError): void {
@@ -520,6 +695,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.endAttempt(outcome.errorCode);
     clearTimeout(this.queueTimer);
     clearTimeout(this.drainTimer);
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
     // A literal of one fixed shape: spreading `outcome` here cost ~4% of a small GET's CPU.
     this.o.onDone({
       status: outcome.status,
@@ -527,6 +703,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
       bytesOut: this.bytesOut,
       errorCode: outcome.errorCode,
       cause: outcome.cause,
+      attempts: this.attempts,
+      waitedMs: this.waitedMs,
     });
   }
 }
@@ -543,4 +721,34 @@ function isQueued(dispatcher: Dispatcher, origin: string): boolean {
   if (stats === undefined) return true;
   if (stats.queued !== undefined) return stats.queued > 0;
   return Boolean(stats.connected) && (stats.pending ?? 0) > 0;
+}
+
+/** The first value of field `lowerName` in undici's raw header list. */
+function fieldValue(raw: readonly (Buffer | string)[], lowerName: string): string | undefined {
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length !== lowerName.length) continue;
+    const text = typeof name === "string" ? name : name.toString("latin1");
+    if (text.toLowerCase() !== lowerName) continue;
+    const value = raw[i + 1]!;
+    return typeof value === "string" ? value : value.toString("latin1");
+  }
+  return undefined;
+}
+
+/**
+ * The retry reason of a failed attempt: "reset" for a connection closed before the answer,
+ * "connect" for one refused or not opened in time. TLS failures and response timeouts are not
+ * retried: the first won't change, the second may have been processed.
+ */
+function retryReasonOf(err: unknown, mapped: MappedProxyError): RetryReason | undefined {
+  if (mapped.code === "upstream_reset") return "reset";
+  if (mapped.code === "upstream_unreachable") return "connect";
+  if (mapped.code !== "upstream_timeout") return undefined;
+  let current: unknown = err;
+  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
+    if ((current as { code?: unknown }).code === "UND_ERR_CONNECT_TIMEOUT") return "connect";
+    current = current.cause;
+  }
+  return undefined;
 }

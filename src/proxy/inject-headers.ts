@@ -114,8 +114,23 @@ function connectionTokens(raw: readonly string[]): Set<string> | undefined {
   return tokens;
 }
 
+/** W3C trace context fields (a traced proxy writes its own; see observability/tracing.ts). */
+const TRACE_CONTEXT = new Set(["traceparent", "tracestate"]);
+
+export interface HeaderInjectorOptions {
+  /**
+   * Tracing is on: the client's `traceparent`/`tracestate` are left out (the SERVER span
+   * continues them and each attempt writes its own), so no stale or duplicate field goes up.
+   */
+  dropTraceContext?: boolean | undefined;
+}
+
 /** Precomputes everything static for one upstream (injected tail, dropped names). */
-export function createHeaderInjector(upstream: UpstreamConfig): HeaderInjector {
+export function createHeaderInjector(
+  upstream: UpstreamConfig,
+  options: HeaderInjectorOptions = {},
+): HeaderInjector {
+  const dropTraceContext = options.dropTraceContext === true;
   const staticNames = new Set<string>();
   const tail: string[] = ["host", upstreamAuthority(upstream), "authorization", ""];
   // The proof's slot right after Authorization: filled per attempt (forward.ts).
@@ -175,7 +190,8 @@ export function createHeaderInjector(upstream: UpstreamConfig): HeaderInjector {
           ALWAYS_DROPPED.has(lower) ||
           lower.startsWith("x-forwarded-") ||
           staticNames.has(lower) ||
-          named?.has(lower)
+          named?.has(lower) ||
+          (dropTraceContext && TRACE_CONTEXT.has(lower))
         ) {
           continue;
         }

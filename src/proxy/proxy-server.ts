@@ -18,7 +18,7 @@
  */
 
 import { once } from "node:events";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { CallerGate } from "../callers/caller-gate.js";
@@ -36,6 +36,8 @@ import type { Tracing } from "../observability/tracing.js";
 import type { TokenProvider } from "../token/types.js";
 import { type AccessLog, createAccessLog } from "./access-log.js";
 import { answerClientError } from "./client-errors.js";
+import { createLingeringClose } from "./lingering-close.js";
+import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
 import { CONNECT_REASON, writeRawProxyError } from "./proxy-errors.js";
 import { connectRejection } from "./request-guards.js";
 import { createRequestHandler } from "./request-handler.js";
@@ -60,6 +62,8 @@ export interface ProxyServerDeps {
   freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
   /** Who may use which upstream (`upstreams[].allow`); undefined: everyone. */
   callerGate?: CallerGate | undefined;
+  /** Each upstream's pacing gate and retry policy (issue 26); undefined: neither. */
+  pacingFor?: ((upstreamName: string) => UpstreamPacing | undefined) | undefined;
   /** Request and upstream-attempt spans; default: off. */
   tracing?: Tracing | undefined;
   metrics: Metrics;
@@ -79,7 +83,8 @@ export interface ProxyServer {
   listen(): Promise<AddressInfo>;
   /**
    * Stops accepting, closes idle keep-alive connections, lets in-flight requests finish (their
-   * responses carry `Connection: close`) for up to `timeoutMs`, then destroys what remains.
+   * responses carry `Connection: close`) for up to `timeoutMs`, then destroys what remains —
+   * connections lingering after their answer (lingering-close.ts) included.
    */
   close(timeoutMs: number): Promise<void>;
   /** Requests being handled right now (every routing generation). */
@@ -105,6 +110,7 @@ export type ProxyRouting = Pick<
   | "upgradeDispatcherFor"
   | "freshDispatcherFor"
   | "callerGate"
+  | "pacingFor"
 >;
 
 export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
@@ -118,6 +124,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       dispatcherFor: routing.dispatcherFor,
       freshDispatcherFor: routing.freshDispatcherFor,
       callerGate: routing.callerGate,
+      pacingFor: routing.pacingFor,
       tracing: deps.tracing,
       metrics: deps.metrics,
       logger: deps.logger,
@@ -167,6 +174,10 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
   server.maxConnections = limits.maxConnections;
   // Socket inactivity is governed by headersTimeout, keepAliveTimeout and the body idle timeouts.
   server.timeout = 0;
+  // A `Connection: close` answer sent before the client finished its body must not turn into a
+  // RST that loses it (lingering-close.ts). Runs after Node's own 'connection' listener.
+  const lingering = createLingeringClose();
+  server.on("connection", (socket: Socket) => lingering.watch(socket));
 
   const countClientError = (code: string) =>
     deps.metrics.errorsTotal.inc({ upstream: "none", code });
@@ -218,6 +229,8 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       server.closeIdleConnections();
       const timer = setTimeout(() => {
         server.closeAllConnections();
+        // Answered already; their linger ends with the grace.
+        lingering.destroyAll();
         // Upgraded connections are Node's no more: only we can end them.
         for (const generation of generations) generation.upgrades.destroyAll();
       }, timeoutMs);

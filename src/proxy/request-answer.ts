@@ -47,6 +47,10 @@ export class RequestAnswer {
   caller: string | undefined = undefined;
   /** Request body bytes received so far. */
   bytesIn: () => number = noBytes;
+  /** ms the pacing gate held the request (its turn, an upstream's pause, replays); 0: none. */
+  waitMs = 0;
+  /** Requests sent upstream for this one (retries and replays included); 0: none was sent. */
+  attempts = 0;
   finished = false;
   /** Counted in the process load (limits.maxInFlight); false when refused as overloaded. */
   admitted = false;
@@ -106,6 +110,8 @@ export class RequestAnswer {
       caller: this.caller,
       traceId: this.span.traceId,
       spanId: this.span.spanId,
+      waitMs: this.waitMs,
+      attempts: this.attempts,
     });
   }
 

@@ -1,14 +1,19 @@
 /**
  * Dispatching a planned request: get the token (cached, or wait for one), read or stream the
- * body, then start the exchange with the upstream. The fast path (a token cached, no body)
- * stays synchronous from the request event to `dispatch`.
+ * body, pass the pacing gate (issue 26: wait for the request's turn, or answer 429), then start
+ * the exchange with the upstream. The fast path (a token cached, no body, a free turn) stays
+ * synchronous from the request event to `dispatch`: no promise, no timer.
  */
 import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
+import { addressLabel } from "../callers/types.js";
 import type { LimitsConfig } from "../config/types.js";
 import type { ProxyErrorCode } from "../errors.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
 import { startExchange } from "./forward.js";
+import { type Admission, PacerClosedError } from "./pacing/limiter.js";
+import { rateLimitValue } from "./pacing/ratelimit-headers.js";
+import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
 import { mapUpstreamError } from "./proxy-errors.js";
 import type { RequestAnswer } from "./request-answer.js";
 import {
@@ -27,6 +32,8 @@ export interface DispatchDeps {
   dispatcherFor(upstreamName: string): Dispatcher;
   /** A dispatcher that keeps no idle connections, for the one retry after a reset. */
   freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
+  /** The upstream's pacing gate and retry policy; undefined: neither (one reset retry). */
+  pacingFor?: ((upstreamName: string) => UpstreamPacing | undefined) | undefined;
 }
 
 /** Forwards `plan`; `answer` is finished exactly once, whatever happens. */
@@ -37,13 +44,14 @@ export function dispatchRequest(
 ): void {
   const upstream = plan.route.config;
   const tokens = deps.tokenFor(upstream.name);
+  const pacing = deps.pacingFor?.(upstream.name);
   // Fast path: a cached token and no body — no promise, no allocation beyond the exchange.
   const cached = tokens.peekToken();
   if (cached && plan.body.kind === "none") {
-    exchange(answer, plan, deps, tokens, cached, null);
+    pace(answer, plan, deps, tokens, cached, null, pacing);
     return;
   }
-  void waitThenExchange(answer, plan, deps, tokens, cached);
+  void waitThenExchange(answer, plan, deps, tokens, cached, pacing);
 }
 
 async function waitThenExchange(
@@ -52,6 +60,7 @@ async function waitThenExchange(
   deps: DispatchDeps,
   tokens: TokenProvider,
   cached: AccessToken | undefined,
+  pacing: UpstreamPacing | undefined,
 ): Promise<void> {
   const upstream = plan.route.config;
   const { req } = answer;
@@ -62,7 +71,7 @@ async function waitThenExchange(
       // The wait is part of the request's trace: "where did the time go" often ends here.
       const wait = answer.span.startTokenSpan(upstream.name);
       try {
-        token = await tokens.getToken(answer.abortWait.signal);
+        token = await tokens.getToken(answer.abortWait.signal, wait);
         wait.end();
       } catch (err) {
         wait.end(
@@ -95,7 +104,7 @@ async function waitThenExchange(
       body = streamed.stream;
     }
     if (answer.finished) return;
-    exchange(answer, plan, deps, tokens, token, body);
+    pace(answer, plan, deps, tokens, token, body, pacing);
   } catch (err) {
     if (answer.finished) return;
     if (err instanceof ClientBodyError) {
@@ -111,6 +120,117 @@ async function waitThenExchange(
   }
 }
 
+/**
+ * The pacing gate, consulted once per request right before the exchange: a free turn goes on at
+ * once (synchronously), a request over the limit waits for its turn within `rateLimit.wait`
+ * (or an upstream's pause), and one whose turn would come later is answered 429 with
+ * Retry-After and the RateLimit fields.
+ */
+function pace(
+  answer: RequestAnswer,
+  plan: ForwardPlan,
+  deps: DispatchDeps,
+  tokens: TokenProvider,
+  token: AccessToken,
+  body: Buffer | Readable | null,
+  pacing: UpstreamPacing | undefined,
+): void {
+  if (pacing === undefined) {
+    exchange(answer, plan, deps, tokens, token, body, undefined, "", undefined);
+    return;
+  }
+  const key = budgetKey(answer, pacing);
+  // The signal is made only when the request has to wait: a hang-up then ends the wait.
+  const admission = pacing.pacer.acquire(key, () => waitSignalOf(answer));
+  if (admission instanceof Promise) {
+    const waitStartMs = performance.now();
+    void waitForTurn(answer, plan, deps, tokens, token, body, pacing, key, admission, waitStartMs);
+    return;
+  }
+  passGate(answer, plan, deps, tokens, token, body, pacing, key, admission);
+}
+
+function waitSignalOf(answer: RequestAnswer): AbortSignal {
+  answer.abortWait ??= new AbortController();
+  return answer.abortWait.signal;
+}
+
+/** The budget a request spends: the upstream's, or its caller's (`rateLimit.by: caller`). */
+function budgetKey(answer: RequestAnswer, pacing: UpstreamPacing): string {
+  if (!pacing.byCaller) return pacing.upstream;
+  // The caller an `allow` list identified, else the TCP peer (the start log says so).
+  return answer.caller ?? addressLabel(answer.req.socket.remoteAddress ?? "");
+}
+
+async function waitForTurn(
+  answer: RequestAnswer,
+  plan: ForwardPlan,
+  deps: DispatchDeps,
+  tokens: TokenProvider,
+  token: AccessToken,
+  body: Buffer | Readable | null,
+  pacing: UpstreamPacing,
+  key: string,
+  turn: Promise<Admission>,
+  waitStartMs: number,
+): Promise<void> {
+  let admission: Admission;
+  try {
+    admission = await turn;
+  } catch (err) {
+    // The client hung up (the request is finished already), or the pacer closed under it.
+    if (answer.finished) return;
+    if (err instanceof PacerClosedError) {
+      // A reload retired this upstream's pacer past shutdown.timeout, or the proxy is stopping.
+      const message = "the proxy stopped pacing this upstream while the request waited";
+      answer.fail("shutting_down", message, { retryAfterSeconds: 1, cause: err });
+    } else {
+      answer.fail("internal_error", "internal error", { cause: err });
+    }
+    return;
+  }
+  if (answer.finished) return;
+  // A refusal after waiting (a pause that grew, a turn that moved) waited all the same.
+  if (!admission.ok) answer.waitMs = performance.now() - waitStartMs;
+  // A long wait may have outlived the token it started with.
+  passGate(answer, plan, deps, tokens, tokens.peekToken() ?? token, body, pacing, key, admission);
+}
+
+function passGate(
+  answer: RequestAnswer,
+  plan: ForwardPlan,
+  deps: DispatchDeps,
+  tokens: TokenProvider,
+  token: AccessToken,
+  body: Buffer | Readable | null,
+  pacing: UpstreamPacing,
+  key: string,
+  admission: Admission,
+): void {
+  if (!admission.ok) {
+    pacing.refused(admission.code);
+    const headers =
+      pacing.policy === undefined
+        ? undefined
+        : { "ratelimit-policy": pacing.policy, ratelimit: rateLimitValue(admission)! };
+    answer.fail(admission.code, refusalMessage(admission.code, plan.route.config.name), {
+      retryAfterSeconds: admission.retryAfterSeconds,
+      headers,
+    });
+    return;
+  }
+  pacing.admitted(admission);
+  answer.waitMs = admission.waitedMs;
+  const value = pacing.policy === undefined ? undefined : rateLimitValue(admission);
+  exchange(answer, plan, deps, tokens, token, body, pacing, key, value);
+}
+
+function refusalMessage(code: "rate_limited" | "upstream_rate_limited", upstream: string): string {
+  return code === "rate_limited"
+    ? `upstream ${upstream} is rate limited (upstreams[].rateLimit): no turn for this request within rateLimit.wait`
+    : `upstream ${upstream} asked to slow down (Retry-After) for longer than this request may wait`;
+}
+
 function exchange(
   answer: RequestAnswer,
   plan: ForwardPlan,
@@ -118,6 +238,9 @@ function exchange(
   tokens: TokenProvider,
   token: AccessToken,
   body: Buffer | Readable | null,
+  pacing: UpstreamPacing | undefined,
+  paceKey: string,
+  rateLimit: string | undefined,
 ): void {
   if (answer.finished) return;
   const { route } = plan;
@@ -147,8 +270,13 @@ function exchange(
     minResponseRate: deps.limits.minResponseRate,
     minDataRateGraceMs: deps.limits.minDataRateGraceMs,
     span: answer.span,
+    pacing,
+    paceKey,
+    rateLimit,
     onDone: (outcome) => {
       answer.abortExchange = undefined;
+      answer.attempts = outcome.attempts ?? 0;
+      answer.waitMs += outcome.waitedMs ?? 0;
       answer.finish(outcome);
     },
   });

@@ -14,6 +14,7 @@ import type { Metrics } from "../observability/metrics.js";
 import { NOOP_TRACING, type Tracing } from "../observability/tracing.js";
 import type { TokenProvider } from "../token/types.js";
 import type { AccessLog } from "./access-log.js";
+import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
 import { createPipelineQueue } from "./pipeline-queue.js";
 import { type AnswerContext, RequestAnswer } from "./request-answer.js";
 import { dispatchRequest } from "./request-dispatch.js";
@@ -31,6 +32,8 @@ export interface RequestHandlerDeps {
   freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
   /** Who may use which upstream; undefined: everyone (no `allow` anywhere). */
   callerGate?: CallerGate | undefined;
+  /** Each upstream's pacing gate and retry policy (issue 26); undefined: neither. */
+  pacingFor?: ((upstreamName: string) => UpstreamPacing | undefined) | undefined;
   /** Spans per request and upstream attempt; default: off. */
   tracing?: Tracing | undefined;
   metrics: Metrics;
@@ -50,7 +53,9 @@ export interface RequestHandler {
 
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const { lifecycle } = deps;
-  const planner = createRequestPlanner(deps.limits, deps.upstreams);
+  const planner = createRequestPlanner(deps.limits, deps.upstreams, {
+    dropTraceContext: deps.tracing?.enabled,
+  });
   let inFlight = 0;
   let closing = false;
 

@@ -31,6 +31,10 @@ export interface RequestRecord {
   /** Hex ids of the request's SERVER span; "" (or absent) when tracing is off. */
   traceId?: string | undefined;
   spanId?: string | undefined;
+  /** Time the pacing gate held the request (ms). */
+  waitMs?: number | undefined;
+  /** Times the request was sent upstream (retries and replays included). */
+  attempts?: number | undefined;
 }
 
 /** Long paths are cut in the log; the request itself is limited by maxUrlLength. */
@@ -62,6 +66,8 @@ export function createRequestRecorder(metrics: Metrics, accessLog: AccessLog): R
       errorCode: record.errorCode,
       cause: describeCause(record.cause),
       caller: record.caller,
+      waitMs: record.waitMs ? Math.round(record.waitMs) : undefined,
+      attempts: record.attempts && record.attempts > 1 ? record.attempts : undefined,
       trace_id: record.traceId || undefined,
       span_id: record.spanId || undefined,
     });

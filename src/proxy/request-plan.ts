@@ -5,7 +5,11 @@
 import type { IncomingMessage } from "node:http";
 import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
 import type { ProxyErrorCode } from "../errors.js";
-import { createHeaderInjector, type HeaderInjector } from "./inject-headers.js";
+import {
+  createHeaderInjector,
+  type HeaderInjector,
+  type HeaderInjectorOptions,
+} from "./inject-headers.js";
 import { type BodyPlan, planBody } from "./request-body.js";
 import { checkRequest } from "./request-guards.js";
 import { createRouter, upstreamPath } from "./router.js";
@@ -59,11 +63,15 @@ const CONTINUE = /^100-continue$/i;
 export function createRequestPlanner(
   limits: LimitsConfig,
   upstreams: readonly UpstreamConfig[],
+  injectorOptions: HeaderInjectorOptions = {},
 ): RequestPlanner {
   const router = createRouter(upstreams);
   const routes = new Map<string, UpstreamRoute>();
   for (const upstream of upstreams) {
-    routes.set(upstream.name, { config: upstream, injector: createHeaderInjector(upstream) });
+    routes.set(upstream.name, {
+      config: upstream,
+      injector: createHeaderInjector(upstream, injectorOptions),
+    });
   }
   const isKnownHost = (authority: string) => router.isKnownHost(authority);
 

@@ -58,6 +58,10 @@ Parameters (a dict; pass the same dict to both templates):
   mallocTuning        Default true: MALLOC_ARENA_MAX=2 and MALLOC_TRIM_THRESHOLD_=131072, so
                       glibc returns what start-up freed instead of keeping it per thread arena
                       (~3-7 MiB of RSS, bench/PROFILE.md). false leaves glibc's defaults.
+  tracing             OpenTelemetry traces: a dict shaped like the chart's `tracing` values
+                      (enabled, endpoint, protocol, serviceName, sampler, samplerArg,
+                      resourceAttributes, headersSecret) -> the OTEL_* env; e.g. pass
+                      (index .Values "bearer-proxy" "tracing"). Default: off.
   env                 Extra env entries (list of EnvVar).
   volumeMounts        Extra volume mounts (list), e.g. a CA bundle for BEARER_PROXY_CA_FILE.
   resources           Container resources. Default requests 50m CPU / 128Mi, limit 256Mi memory (RSS is 66-81 MiB idle with the default nodeOptions and mallocTuning, more under heavy load: bench/PROFILE.md).
@@ -130,6 +134,9 @@ Parameters (a dict; pass the same dict to both templates):
     {{- end }}
     - name: BEARER_PROXY_LOG_LEVEL
       value: {{ default "info" $p.logLevel | quote }}
+    {{- end }}
+    {{- with include "bearer-proxy.tracingEnv" (dict "tracing" $p.tracing) }}
+    {{- . | nindent 4 }}
     {{- end }}
     {{- with $p.env }}
     {{- toYaml . | nindent 4 }}

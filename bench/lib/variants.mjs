@@ -1,0 +1,191 @@
+/**
+ * bearer-proxy variants: the same dist/cli.js with one feature switched on, measured against
+ * plain bearer-proxy in the same interleaved rounds, so a feature's cost is a ratio taken
+ * within each round ("feature cost" in the report) rather than a comparison across runs.
+ *
+ * A variant is
+ *   { key, label, issue, minRatio, prepare({dir}) → {configure, headers, withoutHeaders} }
+ * - `prepare` writes whatever the variant needs (users file, keys, …) into `dir`, a directory of
+ *   its own inside the run's temporary directory (a proxy re-reads a users file that changes),
+ *   and returns
+ *   - `configure(config)`: plain bearer-proxy's config object (lib/bearer-proxy.mjs
+ *     `bearerProxyConfig`) → the variant's; return a new object, do not mutate;
+ *   - `headers`: request headers the load generator sends on every request (wrk `-H`);
+ *   - `withoutHeaders` (optional): the status a request without `headers` must get (e.g. 407).
+ *   Before it is measured, a GET through the variant with `headers` must answer 200 and one
+ *   without them `withoutHeaders`; otherwise the run fails (exit 1): a variant that refuses
+ *   the credential measures nothing but its error path.
+ * - `minRatio`: the target, req/s of the variant ÷ plain bearer-proxy's in the same round
+ *   (median over rounds), checked in lib/targets.mjs like issue 8's targets.
+ * Variants run the `VARIANT_CASE` only (the cheapest request, where a per-request cost shows
+ * most), also in smoke mode so CI keeps them working.
+ */
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { prepareCallersBasic, prepareCallersServiceAccount } from "./variant-callers.mjs";
+
+/** The case variants are measured in. */
+export const VARIANT_CASE = "small";
+/** The reference every variant is divided by. */
+export const PLAIN = "bearer-proxy";
+
+export const BEARER_PROXY_VARIANTS = [
+  {
+    key: "callers-basic",
+    label: "caller allowed by `user` (Basic, bcrypt cost 10)",
+    issue: "#23",
+    minRatio: 0.85,
+    prepare: prepareCallersBasic,
+  },
+  {
+    key: "callers-sa",
+    label: "caller allowed by `serviceAccount` (Bearer ES256 JWT, JWKS file)",
+    issue: "#23",
+    minRatio: 0.85,
+    prepare: prepareCallersServiceAccount,
+  },
+  {
+    key: "dpop",
+    label: "DPoP (RFC 9449): `dpop: {}`, a fresh ES256 proof on every upstream request",
+    issue: "#24",
+    minRatio: 0.8,
+    prepare: prepareDpop,
+  },
+  {
+    key: "rate-limit",
+    label: "a rateLimit that never binds (1,000,000/s, burst 0): the pacing gate's own cost",
+    issue: "#26",
+    minRatio: 0.95,
+    prepare: async () => ({
+      configure: (config) => ({
+        ...config,
+        upstreams: config.upstreams.map((u) => ({
+          ...u,
+          rateLimit: { requests: 1_000_000, per: "1s" },
+        })),
+      }),
+      headers: {},
+    }),
+  },
+  {
+    key: "tracing",
+    label: "OpenTelemetry on, every request sampled, exported over OTLP/HTTP to a sink",
+    issue: "#25",
+    minRatio: 0.75,
+    prepare: prepareTracing,
+  },
+];
+
+/**
+ * Tracing on through the standard environment, exporting to a local OTLP/HTTP sink that
+ * answers 200 and keeps nothing (the cost measured is ours and the SDK's, not a collector's).
+ */
+async function prepareTracing() {
+  const { createServer } = await import("node:http");
+  const sink = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end("{}"));
+  });
+  await new Promise((resolve) => sink.listen(0, "127.0.0.1", resolve));
+  sink.unref();
+  const { port } = sink.address();
+  return {
+    configure: (config) => ({ ...config, tracing: { exporter: "otlp" } }),
+    headers: {},
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+      OTEL_TRACES_SAMPLER: "always_on",
+    },
+  };
+}
+
+/**
+ * `dpop: {}` on the one upstream: an ephemeral P-256 key, `Authorization: DPoP` and a proof per
+ * request. The emulator answers `token_type: DPoP` to a token request with a proof (it verifies
+ * none); the upstream counts `DPoP` with a proof as injected. The client sends nothing new.
+ */
+async function prepareDpop() {
+  return {
+    configure: (config) => ({
+      ...config,
+      upstreams: config.upstreams.map((upstream) => ({ ...upstream, dpop: {} })),
+    }),
+    headers: {},
+  };
+}
+
+export const ALL_VARIANTS = BEARER_PROXY_VARIANTS.map((v) => v.key);
+
+/** The competitor key a variant is measured under. */
+export function variantCompetitorKey(variantKey) {
+  return `${PLAIN}+${variantKey}`;
+}
+
+/** The variants named in `keys`, in registry order. */
+export function selectVariants(keys) {
+  return BEARER_PROXY_VARIANTS.filter((v) => keys.includes(v.key));
+}
+
+/**
+ * Prepare and start one variant through `startProxy(configure)` (which starts bearer-proxy with
+ * the given config transform and resolves with its competitor), then prove its credential
+ * works. Resolves with the competitor, re-keyed, carrying `headers` for the load generator.
+ */
+export async function startVariant({ variant, dir, control, startProxy }) {
+  const ownDir = join(dir, `variant-${variant.key}`);
+  await mkdir(ownDir, { mode: 0o755 });
+  const prepared = await variant.prepare({ dir: ownDir });
+  const proxy = await startProxy(prepared.configure, `-${variant.key}`, prepared.env);
+  const competitor = {
+    ...proxy,
+    key: variantCompetitorKey(variant.key),
+    label: `bearer-proxy + ${variant.key}`,
+    variant,
+    headers: prepared.headers,
+  };
+  try {
+    await verifyVariant(competitor, prepared, control);
+  } catch (error) {
+    await proxy.stop();
+    throw error;
+  }
+  return competitor;
+}
+
+async function verifyVariant(competitor, prepared, control) {
+  const url = `${competitor.baseUrl}/small`;
+  const withHeaders = await control.send("GET", url, { headers: prepared.headers });
+  if (withHeaders.status !== 200) {
+    throw new Error(
+      `a GET with the variant's headers answered ${withHeaders.status}, not 200: ${withHeaders.text.slice(0, 300)}`,
+    );
+  }
+  if (prepared.withoutHeaders !== undefined) {
+    const without = await control.send("GET", url);
+    if (without.status !== prepared.withoutHeaders) {
+      throw new Error(
+        `a GET without the variant's headers answered ${without.status}, not ${prepared.withoutHeaders}`,
+      );
+    }
+  }
+}
+
+/**
+ * One target per variant, in lib/targets.mjs's check shape: the variant's req/s ÷ plain
+ * bearer-proxy's, reported in the `bearer-proxy` column (the product under test).
+ */
+export function variantChecks(variants) {
+  return variants.map((variant) => {
+    const key = variantCompetitorKey(variant.key);
+    const own = (s, c) => (c === PLAIN ? s[VARIANT_CASE]?.[key] : undefined);
+    return {
+      target: `${variant.key} (${variant.issue}): small GET ≥ ${variant.minRatio}× plain bearer-proxy (req/s)`,
+      limit: variant.minRatio,
+      higherIsBetter: true,
+      variant: variant.key,
+      value: (s, _t, c) => own(s, c)?.rpsVsBearerProxy.median ?? null,
+      perCpu: (s, c) => own(s, c)?.perCpuVsBearerProxy.median ?? null,
+    };
+  });
+}

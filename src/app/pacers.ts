@@ -1,0 +1,224 @@
+/**
+ * Pacing for the app's whole life (issue 26): one pacer per upstream, built from its `rateLimit`
+ * (local, or shared through the replicas' Redis), and one for every upstream without a limit
+ * too, so an upstream's "slow down" (429/503 with Retry-After) holds its traffic either way.
+ * Pauses live in one table for the app, keyed by origin and credential: two upstream entries
+ * that spend one credential at one origin share the upstream's pause.
+ *
+ * A reload keeps the pacer of every upstream whose pacing settings are unchanged (its queue,
+ * budgets and retry window carry over) and builds the others; the replaced ones close once the
+ * requests of the old configuration are done (`retain`).
+ */
+import { isWorthShowing, type RateLimitStatus, rateLimitStatus } from "../admin/status-pacing.js";
+import { DEFAULTS } from "../config/normalize.js";
+import type { ProxyConfig, RedisCacheConfig, UpstreamConfig } from "../config/types.js";
+import { parseDurationMs } from "../config/units.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Pacer } from "../proxy/pacing/limiter.js";
+import { createLocalPacer } from "../proxy/pacing/local-pacer.js";
+import { createPauseTable } from "../proxy/pacing/pause.js";
+import { createSharedPacer, type PacingRedis } from "../proxy/pacing/shared-pacer.js";
+import { createUpstreamPacing, type UpstreamPacing } from "../proxy/pacing/upstream-pacing.js";
+import { localCredentialKey } from "../token/credential-identity.js";
+import {
+  describeRedisTarget,
+  openRedisClient,
+  type RedisClientHandle,
+} from "../token/redis-clients.js";
+
+/** One configuration's pacing, by upstream name. */
+export interface PacingTable {
+  pacingFor(upstreamName: string): UpstreamPacing | undefined;
+  /** For /status: undefined when there is nothing to show (no limit, no pause, no retries). */
+  statusOf(upstreamName: string): RateLimitStatus | undefined;
+  /** Every pacing in the table. */
+  all(): Iterable<UpstreamPacing>;
+}
+
+export interface Pacers {
+  /** `config`'s pacing: the pacers of unchanged settings are the ones already running. */
+  tableFor(config: ProxyConfig): PacingTable;
+  /** Closes every pacer none of `inUse` holds (after a reload retired the old configuration). */
+  retain(inUse: readonly PacingTable[]): void;
+  /** Closes every pacer and the pacing's Redis connection. */
+  close(): Promise<void>;
+}
+
+/** How long a request waits out an upstream's pause when the upstream has no `rateLimit`. */
+const PAUSE_WAIT_MS = parseDurationMs(DEFAULTS.upstream.rateLimit.wait);
+/** Allow rule keys that identify a caller (the others match addresses). */
+const IDENTITY_KEYS = ["user", "serviceAccount", "namespace"];
+/** A Redis failure is logged at warn at most this often (each pacer reports one per second). */
+const REDIS_WARN_INTERVAL_MS = 60_000;
+
+export function createPacers(
+  config: ProxyConfig,
+  deps: { logger: Logger; metrics: Metrics },
+): Pacers {
+  const { logger, metrics } = deps;
+  const pauses = createPauseTable();
+  /** Every pacing built and not closed yet, by upstream name and settings. */
+  const built = new Map<string, UpstreamPacing>();
+  // tokenCache.redis can't change without a restart (reload/live-changes.ts): fixed for life.
+  const redisConfig = config.tokenCache.redis;
+  let redis: RedisClientHandle | undefined;
+  let lastRedisWarnMs = Number.NEGATIVE_INFINITY;
+
+  metrics.watchRateLimitQueues(() => queueDepths(built.values()));
+
+  function pacingRedis(settings: RedisCacheConfig): () => PacingRedis | undefined {
+    // A connection of its own (same settings as the token cache): opened only when some
+    // upstream paces across replicas. node-redis clients of every topology have eval/evalSha.
+    redis ??= openRedisClient(
+      settings,
+      { onReady: () => {}, onError: () => {} },
+      {
+        connectTimeoutMs: Math.max(4 * settings.commandTimeoutMs, 2_000),
+        reconnectDelayMs: (retries) =>
+          Math.min(100 * 2 ** retries, 2_000) + Math.floor(Math.random() * 100),
+      },
+    );
+    const handle = redis;
+    return () => (handle.isReady() ? (handle.client() as PacingRedis | undefined) : undefined);
+  }
+
+  function onRedisError(upstream: string, err: unknown): void {
+    const nowMs = performance.now();
+    const fields = {
+      upstream,
+      redis: redisConfig ? describeRedisTarget(redisConfig) : undefined,
+      reason: err instanceof Error ? err.message : String(err),
+    };
+    const message = "shared rate limit: Redis failed; this replica paces alone for now";
+    if (nowMs - lastRedisWarnMs < REDIS_WARN_INTERVAL_MS) {
+      logger.debug(fields, message);
+      return;
+    }
+    lastRedisWarnMs = nowMs;
+    logger.warn(fields, message);
+  }
+
+  function build(upstream: UpstreamConfig, pauseKey: string): UpstreamPacing {
+    const { rateLimit } = upstream;
+    let pacer: Pacer;
+    if (rateLimit?.scope === "shared" && redisConfig) {
+      pacer = createSharedPacer({
+        rate: { requests: rateLimit.requests, perMs: rateLimit.perMs, burst: rateLimit.burst },
+        waitMs: rateLimit.waitMs,
+        redis: pacingRedis(redisConfig),
+        keyPrefix: `${redisConfig.keyPrefix}pace:${upstream.name}:`,
+        commandTimeoutMs: redisConfig.commandTimeoutMs,
+        onRedisError: (err) => onRedisError(upstream.name, err),
+        pauses,
+        pauseKey,
+      });
+    } else {
+      pacer = createLocalPacer({
+        rate: rateLimit && {
+          requests: rateLimit.requests,
+          perMs: rateLimit.perMs,
+          burst: rateLimit.burst,
+        },
+        waitMs: rateLimit?.waitMs ?? PAUSE_WAIT_MS,
+        pauses,
+        pauseKey,
+      });
+    }
+    if (rateLimit?.by === "caller" && !identifiesCallers(upstream)) {
+      logger.info(
+        { upstream: upstream.name },
+        "rateLimit.by is caller, but no allow rule of this upstream identifies callers (user, serviceAccount, namespace): each peer address gets its own budget",
+      );
+    }
+    return createUpstreamPacing({
+      upstream: upstream.name,
+      pacer,
+      rateLimit,
+      retry: upstream.retry,
+      metrics,
+    });
+  }
+
+  function tableFor(next: ProxyConfig): PacingTable {
+    const byName = new Map<string, { pacing: UpstreamPacing; upstream: UpstreamConfig }>();
+    for (const upstream of next.upstreams) {
+      // The quota an upstream enforces is its client's: pauses go by origin and credential.
+      const pauseKey = `${upstream.origin}\n${localCredentialKey(upstream)}`;
+      const key = settingsKey(upstream, pauseKey);
+      let pacing = built.get(key);
+      if (pacing === undefined) {
+        pacing = build(upstream, pauseKey);
+        built.set(key, pacing);
+      }
+      byName.set(upstream.name, { pacing, upstream });
+    }
+    return {
+      pacingFor: (name) => byName.get(name)?.pacing,
+      statusOf(name) {
+        const entry = byName.get(name);
+        if (entry === undefined) return undefined;
+        const { pacing, upstream } = entry;
+        const status = rateLimitStatus(
+          {
+            rateLimit: upstream.rateLimit,
+            retry: upstream.retry,
+            state: pacing.pacer.state(),
+            budget: pacing.budget.state(),
+          },
+          Date.now(),
+        );
+        return isWorthShowing(status) ? status : undefined;
+      },
+      *all() {
+        for (const entry of byName.values()) yield entry.pacing;
+      },
+    };
+  }
+
+  function retain(inUse: readonly PacingTable[]): void {
+    const kept = new Set<UpstreamPacing>();
+    for (const table of inUse) for (const pacing of table.all()) kept.add(pacing);
+    for (const [key, pacing] of built) {
+      if (kept.has(pacing)) continue;
+      built.delete(key);
+      pacing.pacer.close();
+    }
+  }
+
+  async function close(): Promise<void> {
+    for (const pacing of built.values()) pacing.pacer.close();
+    built.clear();
+    await redis?.close(redisConfig?.commandTimeoutMs ?? 500);
+    redis = undefined;
+  }
+
+  return { tableFor, retain, close };
+}
+
+/** Everything a pacer is built from: a change to any of it builds a new one. */
+function settingsKey(upstream: UpstreamConfig, pauseKey: string): string {
+  return JSON.stringify([
+    upstream.name,
+    pauseKey,
+    upstream.rateLimit ?? null,
+    upstream.retry,
+    // The start line about `by: caller` depends on the rules.
+    upstream.rateLimit?.by === "caller" ? identifiesCallers(upstream) : null,
+  ]);
+}
+
+function identifiesCallers(upstream: UpstreamConfig): boolean {
+  return upstream.allow?.some((rule) => IDENTITY_KEYS.some((key) => key in rule)) ?? false;
+}
+
+/** Waiting requests by upstream: every limited upstream (0 too), others only while some wait. */
+function queueDepths(all: Iterable<UpstreamPacing>): Map<string, number> {
+  const depths = new Map<string, number>();
+  for (const pacing of all) {
+    const queued = pacing.pacer.state().queued;
+    if (queued === 0 && pacing.rateLimit === undefined) continue;
+    depths.set(pacing.upstream, (depths.get(pacing.upstream) ?? 0) + queued);
+  }
+  return depths;
+}

@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config/load.js";
+import type { Emulator } from "../../src/emulator/types.js";
+import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
+import { startTlsEmulator } from "../helpers/emulator.js";
+import { type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
+import { createTestPki } from "../helpers/tls.js";
+import { sleep, waitFor } from "../helpers/wait.js";
+import { burst, send, upstreamEntry, upstreamStatus } from "../pacing/support/gateway.js";
+
+/**
+ * Issue 26 and the reload rule (Caddy's Load): a reload that leaves an upstream's pacing alone
+ * keeps its pacer — requests waiting for their turn keep their place, and the limit holds across
+ * the swap; a reload that changes `rateLimit` paces by the new one from then on.
+ */
+
+describe("pacing across a config reload", () => {
+  let emulator: Emulator;
+  let upstream: FakeUpstream;
+  let gateway: AppUnderTest;
+  let document: (requests: number, extra?: Record<string, unknown>[]) => Record<string, unknown>;
+
+  beforeAll(async () => {
+    const pki = await createTestPki();
+    emulator = await startTlsEmulator(pki);
+    upstream = await startFakeUpstream({ cert: pki.good });
+    document = (requests, extra = []) => ({
+      upstreams: [
+        upstreamEntry("reports", upstream.origin, emulator, {
+          rateLimit: { requests, per: "1s", wait: "20s" },
+        }),
+        ...extra,
+      ],
+    });
+    gateway = await startAppUnderTest({ caPem: pki.caPem, config: document(2) });
+    expect((await send(`${gateway.url}/reports/echo`)).status).toBe(200);
+  }, 30_000);
+
+  afterAll(async () => {
+    await gateway?.close();
+    await Promise.all([upstream?.close(), emulator?.close()]);
+  });
+
+  const reload = async (doc: Record<string, unknown>) => {
+    const next = await loadConfig({
+      configText: JSON.stringify({
+        listen: { host: "127.0.0.1", port: 0 },
+        admin: { host: "127.0.0.1", port: 0 },
+        ...doc,
+        upstreams: (doc.upstreams as Record<string, unknown>[]).map((u) => ({
+          ...u,
+          tls: { caFile: "test-ca.pem" },
+        })),
+      }),
+      env: {},
+      cwd: gateway.dir,
+    });
+    expect(await gateway.app.reload(next)).toEqual({ outcome: "applied" });
+  };
+
+  it("an unchanged upstream keeps its queue and its pace through a reload", async () => {
+    await sleep(1_100);
+    const before = upstream.requests.length;
+    // 8 at 2 per second: about 3.5 s; the reload comes while most of them wait.
+    const answers = burst(`${gateway.url}/reports/echo`, 8);
+    await waitFor(
+      async () =>
+        ((await upstreamStatus(gateway.adminUrl, "reports")).rateLimit?.queued as number) >= 5,
+      "requests waiting for their turn",
+    );
+    await reload(
+      document(2, [
+        upstreamEntry("files", upstream.origin, emulator, { match: { pathPrefix: "/files/" } }),
+      ]),
+    );
+    const status = await upstreamStatus(gateway.adminUrl, "reports");
+    expect(status.rateLimit?.queued).toBeGreaterThanOrEqual(4);
+    // A request after the reload queues behind those already waiting (one budget).
+    const late = await send(`${gateway.url}/reports/echo`);
+    const results = await answers;
+    expect(results.map((a) => a.status)).toEqual(Array(8).fill(200));
+    expect(late.status).toBe(200);
+    expect(late.ms).toBeGreaterThan(2_500);
+    expect(upstream.requests.length - before).toBe(9);
+  }, 30_000);
+
+  it("a changed rateLimit paces by the new limit", async () => {
+    await reload(document(50));
+    const status = await upstreamStatus(gateway.adminUrl, "reports");
+    expect(status.rateLimit).toMatchObject({ limit: { requests: 50 } });
+    const answers = await burst(`${gateway.url}/reports/echo`, 5);
+    expect(answers.map((a) => a.status)).toEqual(Array(5).fill(200));
+    expect(answers[0]?.headers["ratelimit-policy"]).toBe('"default";q=50;w=1');
+  }, 30_000);
+});

@@ -1,0 +1,142 @@
+/**
+ * Issue #25 end to end: a request the proxy fails with a code ends its SERVER span with status
+ * ERROR and `error.type` = the code — an upstream nobody listens on (`upstream_unreachable`,
+ * on every attempt too) and a token endpoint that keeps failing (`token_unavailable`, on the
+ * request's token wait too). A 4xx the upstream answers is the client's doing: the SERVER span
+ * stays unset while its CLIENT span fails.
+ */
+import { createServer } from "node:net";
+import { request } from "undici";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { Emulator } from "../../src/emulator/index.js";
+import { startTlsEmulator } from "../helpers/emulator.js";
+import { createTestPki, type TestPki } from "../helpers/tls.js";
+import { startTracedProxy, type TracedProxy } from "./proxy-fixture.js";
+import { only } from "./tracing-fixture.js";
+
+const ERROR = 2;
+
+/** A port that was free a moment ago and has nothing listening on it now. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe("coded failures traced as errors", () => {
+  let pki: TestPki;
+  let emulator: Emulator;
+  let proxy: TracedProxy | undefined;
+
+  beforeAll(async () => {
+    pki = await createTestPki();
+    emulator = await startTlsEmulator(pki);
+  });
+  afterAll(() => emulator.close());
+  afterEach(async () => {
+    emulator.setTokenFault(undefined);
+    await proxy?.close();
+    proxy = undefined;
+  });
+
+  it("upstream_unreachable: SERVER span ERROR with the code, every attempt too", async () => {
+    const port = await closedPort();
+    proxy = await startTracedProxy({
+      caPem: pki.caPem,
+      upstreams: [
+        {
+          name: "gone",
+          baseUrl: `https://127.0.0.1:${port}`,
+          tokenUrl: `${emulator.url}/iam/v1/oauth2/token`,
+        },
+      ],
+    });
+    const response = await request(`${proxy.url}/v1/things`);
+    expect(response.statusCode).toBe(502);
+    await response.body.text();
+
+    const spans = await proxy.flushed();
+    const server = only(spans, "GET", "server");
+    expect(server.status.code).toBe(ERROR);
+    expect(server.attributes).toMatchObject({
+      "error.type": "upstream_unreachable",
+      "http.response.status_code": 502,
+      "bearer_proxy.upstream": "gone",
+    });
+    // One attempt, or two if the retry budget let the connect retry go.
+    // Upstream attempts; the prefetch's token fetch is a CLIENT span of its own trace.
+    const attempts = spans.filter((s) => s.kind === "client" && s.name !== "token fetch");
+    expect(attempts.length).toBeGreaterThanOrEqual(1);
+    for (const attempt of attempts) {
+      expect(attempt.parentSpanId).toBe(server.spanId);
+      expect(attempt.status.code).toBe(ERROR);
+      expect(attempt.attributes["error.type"]).toBe("upstream_unreachable");
+      // No answer, no status.
+      expect(attempt.attributes["http.response.status_code"]).toBeUndefined();
+      expect(attempt.attributes["server.port"]).toBe(port);
+    }
+    expect(proxy.accessLines().at(-1)).toMatchObject({
+      errorCode: "upstream_unreachable",
+      trace_id: server.traceId,
+      span_id: server.spanId,
+    });
+  });
+
+  it("token_unavailable: SERVER span and the token wait both ERROR with the code", async () => {
+    emulator.setTokenFault((_req, res) => {
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end('{"error":"server_error"}');
+    });
+    proxy = await startTracedProxy({
+      caPem: pki.caPem,
+      upstreams: [
+        {
+          name: "sheets",
+          baseUrl: emulator.url,
+          token: { waitTimeout: "500ms", timeout: "500ms", initialBackoff: "100ms" },
+        },
+      ],
+    });
+    const response = await request(`${proxy.url}/echo/x`);
+    await response.body.text();
+    expect(response.statusCode).toBe(503);
+
+    const spans = await proxy.flushed();
+    const server = only(spans, "GET", "server");
+    expect(server.status.code).toBe(ERROR);
+    expect(server.attributes).toMatchObject({
+      "error.type": "token_unavailable",
+      "http.response.status_code": 503,
+    });
+    const wait = only(spans, "token wait", "internal");
+    expect(wait.parentSpanId).toBe(server.spanId);
+    expect(wait.status.code).toBe(ERROR);
+    expect(wait.attributes["error.type"]).toBe("token_unavailable");
+    // No token, no attempt.
+    expect(spans.filter((s) => s.kind === "client" && s.name === "GET")).toEqual([]);
+  });
+
+  it("an upstream 4xx: the CLIENT span fails, the SERVER span does not", async () => {
+    proxy = await startTracedProxy({
+      caPem: pki.caPem,
+      upstreams: [{ name: "sheets", baseUrl: emulator.url }],
+    });
+    const response = await request(`${proxy.url}/no-such-route`);
+    await response.body.text();
+    expect(response.statusCode).toBe(404);
+
+    const spans = await proxy.flushed();
+    const server = only(spans, "GET", "server");
+    expect(server.status.code).toBe(0);
+    expect(server.attributes["error.type"]).toBeUndefined();
+    expect(server.attributes["http.response.status_code"]).toBe(404);
+    const client = only(spans, "GET", "client");
+    expect(client.status.code).toBe(ERROR);
+    expect(client.attributes).toMatchObject({
+      "error.type": "404",
+      "http.response.status_code": 404,
+    });
+  });
+});
