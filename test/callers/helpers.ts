@@ -10,7 +10,7 @@ import {
   type JWTPayload,
   SignJWT,
 } from "jose";
-import { createLogger, type Logger } from "../../src/observability/logger.js";
+import { type CapturingLogger, createCapturingLogger } from "../helpers/app-under-test.js";
 
 /** bcrypt at cost 4: the real algorithm, ~1 ms a hash. */
 export function hashPassword(password: string): string {
@@ -28,24 +28,8 @@ export async function tempDir(): Promise<{ dir: string; remove(): Promise<void> 
 }
 
 /** A logger whose lines are kept raw (to search for leaked secrets) and parsed. */
-export function capturingLogger(): {
-  logger: Logger;
-  lines: string[];
-  records: Record<string, unknown>[];
-} {
-  const lines: string[] = [];
-  const records: Record<string, unknown>[] = [];
-  const logger = createLogger({
-    level: "info",
-    format: "json",
-    destination: {
-      write(line: string) {
-        lines.push(line);
-        records.push(JSON.parse(line) as Record<string, unknown>);
-      },
-    },
-  });
-  return { logger, lines, records };
+export function capturingLogger(): CapturingLogger {
+  return createCapturingLogger("info");
 }
 
 export const ISSUER = "https://kubernetes.default.svc.cluster.local";

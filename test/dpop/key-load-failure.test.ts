@@ -5,53 +5,36 @@
  * the file is fixed.
  */
 import { rm } from "node:fs/promises";
-import { Agent } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import type { BearerProxyError } from "../../src/errors.js";
 import { createTokenSource } from "../../src/token/token-source.js";
 import type { TokenProvider } from "../../src/token/types.js";
-import {
-  type DpopAuthorizationServer,
-  startDpopAuthorizationServer,
-} from "../helpers/dpop-authorization-server.js";
-import { createDpopKeyDir, type DpopKeyDir } from "../helpers/dpop-keys.js";
 import { captureLogs } from "../token/helpers.js";
-import { IMMEDIATE_POLICY, specFor, tokenStatuses } from "./support.js";
+import { IMMEDIATE_POLICY, specFor, tokenStatuses, useDpopBench } from "./support.js";
 
-let as: DpopAuthorizationServer;
-let keys: DpopKeyDir;
-const agent = new Agent();
+const bench = useDpopBench({ keys: true });
 let source: TokenProvider | undefined;
 
-beforeAll(async () => {
-  as = await startDpopAuthorizationServer();
-  keys = await createDpopKeyDir();
-});
 afterEach(() => {
   source?.close();
   source = undefined;
 });
-afterAll(async () => {
-  await agent.close();
-  await as.close();
-  await keys.remove();
-});
 
 describe("an unusable dpop.keyFile", () => {
   it("fails the fetch with BP_ERR_DPOP_KEY naming dpop.keyFile, and sends nothing", async () => {
-    const keyFile = `${keys.dir}/missing.pem`;
+    const keyFile = `${bench.keys.dir}/missing.pem`;
     const logs = captureLogs();
     source = createTokenSource({
       upstream: "api",
-      spec: specFor(as, { keyFile }),
+      spec: specFor(bench.as, { keyFile }),
       // A long backoff: the waiting request is answered at once instead of waiting for it.
       policy: { ...IMMEDIATE_POLICY, initialBackoffMs: 60_000, maxBackoffMs: 60_000 },
       random: () => 0.99,
-      dispatcher: agent,
+      dispatcher: bench.agent,
       logger: logs.logger,
       secretPollIntervalMs: 0,
     });
-    const before = tokenStatuses(as).length;
+    const before = tokenStatuses(bench.as).length;
     const error = (await source.getToken().catch((e: unknown) => e)) as BearerProxyError;
     expect(error.publicCode).toBe("token_unavailable");
     expect(error.statusCode).toBe(503);
@@ -59,7 +42,7 @@ describe("an unusable dpop.keyFile", () => {
       /cannot sign DPoP proofs: cannot read dpop\.keyFile .*missing\.pem \(ENOENT\)/,
     );
     expect(source.status().lastError).toMatchObject({ code: "token_unavailable" });
-    expect(tokenStatuses(as).length).toBe(before);
+    expect(tokenStatuses(bench.as).length).toBe(before);
     expect(logs.records.find((r) => r.msg === "token refresh failed")).toMatchObject({
       code: "BP_ERR_DPOP_KEY",
       err: expect.stringContaining("dpop.keyFile"),
@@ -67,19 +50,19 @@ describe("an unusable dpop.keyFile", () => {
   });
 
   it("takes the key once the file is fixed", async () => {
-    const keyFile = await keys.write("later.pem", "ec-p256");
+    const keyFile = await bench.keys.write("later.pem", "ec-p256");
     await rm(keyFile);
     source = createTokenSource({
       upstream: "api",
-      spec: specFor(as, { keyFile }),
+      spec: specFor(bench.as, { keyFile }),
       policy: { ...IMMEDIATE_POLICY, initialBackoffMs: 50, maxBackoffMs: 50 },
-      dispatcher: agent,
+      dispatcher: bench.agent,
       logger: captureLogs().logger,
       secretPollIntervalMs: 0,
     });
     const pending = source.getToken();
     while (source.status().failureCount === 0) await new Promise((r) => setTimeout(r, 10));
-    await keys.write("later.pem", "ec-p256");
+    await bench.keys.write("later.pem", "ec-p256");
     const token = await pending;
     expect(token.tokenType).toBe("DPoP");
     expect(source.status().dpop?.jkt).toBe(token.dpop!.jkt);

@@ -5,36 +5,19 @@
  */
 import { rename } from "node:fs/promises";
 import { decodeJwt } from "jose";
-import { Agent } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { createTokenSource } from "../../src/token/token-source.js";
 import type { AccessToken, TokenProvider } from "../../src/token/types.js";
-import {
-  type DpopAuthorizationServer,
-  startDpopAuthorizationServer,
-} from "../helpers/dpop-authorization-server.js";
-import { createDpopKeyDir, type DpopKeyDir } from "../helpers/dpop-keys.js";
 import { DEFAULT_POLICY } from "../helpers/upstream-config.js";
 import { captureLogs } from "../token/helpers.js";
-import { specFor, tokenStatuses } from "./support.js";
+import { specFor, tokenStatuses, useDpopBench } from "./support.js";
 
-let as: DpopAuthorizationServer;
-let keys: DpopKeyDir;
-const agent = new Agent();
+const bench = useDpopBench({ keys: true });
 let source: TokenProvider | undefined;
 
-beforeAll(async () => {
-  as = await startDpopAuthorizationServer();
-  keys = await createDpopKeyDir();
-});
 afterEach(() => {
   source?.close();
   source = undefined;
-});
-afterAll(async () => {
-  await agent.close();
-  await as.close();
-  await keys.remove();
 });
 
 async function until<T>(probe: () => T | undefined, timeoutMs = 5_000): Promise<T> {
@@ -49,25 +32,25 @@ async function until<T>(probe: () => T | undefined, timeoutMs = 5_000): Promise<
 
 describe("dpop.keyFile rotation", () => {
   it("drops the token bound to the old key and fetches one bound to the new key", async () => {
-    const keyFile = await keys.write("dpop.pem", "ec-p256");
+    const keyFile = await bench.keys.write("dpop.pem", "ec-p256");
     const logs = captureLogs();
     source = createTokenSource({
       upstream: "api",
-      spec: specFor(as, { keyFile }),
+      spec: specFor(bench.as, { keyFile }),
       // The default policy: a young token is not dropped by invalidate(), but a key change is.
       policy: { ...DEFAULT_POLICY, minRefreshIntervalMs: 0 },
-      dispatcher: agent,
+      dispatcher: bench.agent,
       logger: logs.logger,
       secretPollIntervalMs: 0,
     });
     const first = await source.getToken();
     const oldJkt = first.dpop!.jkt;
     expect(decodeJwt(first.value).cnf).toEqual({ jkt: oldJkt });
-    const fetchesBefore = tokenStatuses(as).filter((s) => s === 200).length;
+    const fetchesBefore = tokenStatuses(bench.as).filter((s) => s === 200).length;
 
     // Written aside and renamed in, as Kubernetes swaps a Secret volume; then the poll's stat().
-    await keys.write("next.pem", "rsa-2048");
-    await rename(`${keys.dir}/next.pem`, keyFile);
+    await bench.keys.write("next.pem", "rsa-2048");
+    await rename(`${bench.keys.dir}/next.pem`, keyFile);
     await first.dpop!.key.check();
 
     expect(first.dpop!.jkt).not.toBe(oldJkt);
@@ -79,7 +62,7 @@ describe("dpop.keyFile rotation", () => {
     expect(decodeJwt(second.value).cnf).toEqual({ jkt: second.dpop!.jkt });
     expect(second.dpop!.jkt).not.toBe(oldJkt);
     expect(second.dpop!.algorithm).toBe("RS256");
-    expect(tokenStatuses(as).filter((s) => s === 200).length).toBe(fetchesBefore + 1);
+    expect(tokenStatuses(bench.as).filter((s) => s === 200).length).toBe(fetchesBefore + 1);
     expect(source.status().dpop).toEqual({ jkt: second.dpop!.jkt, algorithm: "RS256" });
     expect(logs.records.map((r) => r.msg)).toContain("DPoP key rotation picked up");
   });

@@ -6,44 +6,26 @@
  * shared through Redis.
  */
 import { rename } from "node:fs/promises";
-import { Agent } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { buildUpstreamDetail, type UpstreamSnapshot } from "../../src/admin/status-report.js";
 import { createMetrics } from "../../src/observability/metrics.js";
 import { createTokenSource } from "../../src/token/token-source.js";
 import type { AccessToken } from "../../src/token/types.js";
-import {
-  type DpopAuthorizationServer,
-  startDpopAuthorizationServer,
-} from "../helpers/dpop-authorization-server.js";
-import { createDpopKeyDir, type DpopKeyDir } from "../helpers/dpop-keys.js";
 import { makeUpstreamConfig } from "../helpers/upstream-config.js";
 import { captureLogs } from "../token/helpers.js";
-import { IMMEDIATE_POLICY, PROOF_PREFIX, privateKeyForms } from "./support.js";
+import { IMMEDIATE_POLICY, PROOF_PREFIX, privateKeyForms, useDpopBench } from "./support.js";
 
-let as: DpopAuthorizationServer;
-let keys: DpopKeyDir;
-const agent = new Agent();
+const bench = useDpopBench({ keys: true });
 const metrics = createMetrics({ collectProcessMetrics: false });
-
-beforeAll(async () => {
-  as = await startDpopAuthorizationServer();
-  keys = await createDpopKeyDir();
-});
-afterAll(async () => {
-  await agent.close();
-  await as.close();
-  await keys.remove();
-});
 
 function upstreamWith(dpop: { keyFile?: string; algorithm?: "ES256" | "EdDSA" }) {
   return makeUpstreamConfig("api", {
     baseUrl: "https://api.example.test",
-    tokenUrl: as.tokenUrl,
+    tokenUrl: bench.as.tokenUrl,
     allowInsecureHttp: true,
-    clientId: as.clientId,
-    clientSecret: as.clientSecret,
-    scope: as.scope,
+    clientId: bench.as.clientId,
+    clientSecret: bench.as.clientSecret,
+    scope: bench.as.scope,
     dpop,
   });
 }
@@ -57,7 +39,7 @@ async function report(snapshot: UpstreamSnapshot, sharedCacheState?: string) {
 
 describe("DPoP in logs and status", () => {
   it("shows the key's thumbprint and algorithm, never the key, a proof or a token", async () => {
-    const keyFile = await keys.write("status.pem", "ec-p256");
+    const keyFile = await bench.keys.write("status.pem", "ec-p256");
     const forms = await privateKeyForms(keyFile);
     const config = upstreamWith({ keyFile });
     const logs = captureLogs();
@@ -65,7 +47,7 @@ describe("DPoP in logs and status", () => {
       upstream: "api",
       spec: config.token,
       policy: IMMEDIATE_POLICY,
-      dispatcher: agent,
+      dispatcher: bench.agent,
       logger: logs.logger,
       secretPollIntervalMs: 0,
     });
@@ -79,9 +61,9 @@ describe("DPoP in logs and status", () => {
 
       const tokens: AccessToken[] = [await source.getToken()];
       const first = tokens[0]!;
-      await keys.write("next.pem", "ed25519");
-      forms.push(...(await privateKeyForms(`${keys.dir}/next.pem`)));
-      await rename(`${keys.dir}/next.pem`, keyFile);
+      await bench.keys.write("next.pem", "ed25519");
+      forms.push(...(await privateKeyForms(`${bench.keys.dir}/next.pem`)));
+      await rename(`${bench.keys.dir}/next.pem`, keyFile);
       await first.dpop!.key.check();
       tokens.push(await source.getToken());
       const jkt = first.dpop!.jkt;
@@ -100,7 +82,7 @@ describe("DPoP in logs and status", () => {
         for (const form of forms) expect(text, where).not.toContain(form);
         expect(text, where).not.toContain(PROOF_PREFIX);
         for (const token of tokens) expect(text, where).not.toContain(token.value);
-        expect(text, where).not.toContain(as.clientSecret);
+        expect(text, where).not.toContain(bench.as.clientSecret);
       }
     } finally {
       source.close();
@@ -113,7 +95,7 @@ describe("DPoP in logs and status", () => {
       upstream: "api",
       spec: config.token,
       policy: IMMEDIATE_POLICY,
-      dispatcher: agent,
+      dispatcher: bench.agent,
       logger: captureLogs().logger,
     });
     const status = source.status();
@@ -122,7 +104,7 @@ describe("DPoP in logs and status", () => {
     const shared = await report({ config, status, mode }, "up");
     expect(shared.tokenNotShared).toMatch(/ephemeral DPoP key are not shared through Redis/);
     expect(shared.dpop).toEqual({ jkt: null, algorithm: "EdDSA" });
-    const keyFile = await keys.write("shared.pem", "ec-p256");
+    const keyFile = await bench.keys.write("shared.pem", "ec-p256");
     const withFile = await report({ config: upstreamWith({ keyFile }), status, mode }, "up");
     expect(withFile).not.toHaveProperty("tokenNotShared");
     // No dpop setting, no dpop field.

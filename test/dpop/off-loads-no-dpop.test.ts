@@ -6,41 +6,12 @@
  * module resolved; the same harness with `dpop: {}` must see the room, so the check can't pass
  * by seeing nothing.
  */
-import { execFile } from "node:child_process";
-import {
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, relative, resolve } from "node:path";
-import { promisify } from "node:util";
-import ts from "typescript";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readdirSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ROOT, useFreshProcess } from "../helpers/fresh-process-modules.js";
 import { makeTokenSpec } from "../helpers/upstream-config.js";
 import { IMMEDIATE_POLICY } from "./support.js";
-
-const run = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, "../..");
-
-const HOOKS = `
-import { appendFileSync } from "node:fs";
-export async function resolve(specifier, context, next) {
-  const result = await next(specifier, context);
-  appendFileSync(process.env.RESOLVED_LOG, result.url + "\\n");
-  return result;
-}
-`;
-
-const REGISTER = `
-import { register } from "node:module";
-register("./hooks.mjs", import.meta.url);
-`;
 
 // One token source, one fetch (the token endpoint stubbed), then what it handed out.
 const MAIN = `
@@ -73,52 +44,25 @@ function listTs(dir: string): string[] {
 }
 
 describe("without dpop, nothing of src/token/dpop is loaded", () => {
-  let dir: string;
-
-  beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), "bp-dpop-load-"));
-    symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
-    writeFileSync(join(dir, "package.json"), '{ "type": "module" }');
-    // The token side only: it never imports the proxy floor or the composition root.
-    const tokenSide = listTs(join(ROOT, "src")).filter(
-      (file) => !/\/src\/(proxy|app)\//.test(file),
-    );
-    for (const file of tokenSide) {
-      const { outputText } = ts.transpileModule(readFileSync(file, "utf8"), {
-        compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-        fileName: file,
-      });
-      const out = join(dir, "src", relative(join(ROOT, "src"), file)).replace(/\.ts$/, ".js");
-      mkdirSync(dirname(out), { recursive: true });
-      writeFileSync(out, outputText);
-    }
-    writeFileSync(join(dir, "hooks.mjs"), HOOKS);
-    writeFileSync(join(dir, "register.mjs"), REGISTER);
-    writeFileSync(join(dir, "main.mjs"), MAIN);
-  });
-  afterAll(() => {
-    rmSync(dir, { recursive: true, force: true });
+  // The token side only: it never imports the proxy floor or the composition root.
+  const fresh = useFreshProcess({
+    prefix: "bp-dpop-load-",
+    sources: () =>
+      listTs(join(ROOT, "src"))
+        .filter((file) => !/\/src\/(proxy|app)\//.test(file))
+        .map((file) => [
+          file,
+          join("src", relative(join(ROOT, "src"), file)).replace(/\.ts$/, ".js"),
+        ]),
+    main: MAIN,
   });
 
   async function loadedWith(dpop: { keyFile: undefined; algorithm: undefined } | undefined) {
-    const log = join(dir, `resolved-${Math.random().toString(36).slice(2)}.log`);
-    writeFileSync(log, "");
     const spec = makeTokenSpec({}, { dpop });
-    const { stdout } = await run(process.execPath, ["--import", "./register.mjs", "main.mjs"], {
-      cwd: dir,
-      env: {
-        PATH: process.env.PATH,
-        RESOLVED_LOG: log,
-        SPEC: JSON.stringify(spec),
-        POLICY: JSON.stringify(IMMEDIATE_POLICY),
-      },
-      timeout: 20_000,
+    const { result, resolved } = await fresh.run<{ tokenType: string; bound: boolean }>({
+      SPEC: JSON.stringify(spec),
+      POLICY: JSON.stringify(IMMEDIATE_POLICY),
     });
-    const result = JSON.parse(stdout.trim().split("\n").at(-1)!) as {
-      tokenType: string;
-      bound: boolean;
-    };
-    const resolved = readFileSync(log, "utf8").split("\n").filter(Boolean);
     const room = resolved
       .filter((url) => url.includes("/src/token/dpop/"))
       .map((url) => url.slice(url.indexOf("/src/token/dpop/") + "/src/token/dpop/".length));

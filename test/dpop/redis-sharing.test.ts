@@ -6,21 +6,12 @@
  */
 import { copyFile } from "node:fs/promises";
 import { decodeJwt } from "jose";
-import { Agent, request } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { request } from "undici";
+import { afterEach, describe, expect, it } from "vitest";
 import type { DpopSpec } from "../../src/config/types.js";
 import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
 import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
 import type { TokenProvider } from "../../src/token/types.js";
-import {
-  type DpopAuthorizationServer,
-  startDpopAuthorizationServer,
-} from "../helpers/dpop-authorization-server.js";
-import { createDpopKeyDir, type DpopKeyDir } from "../helpers/dpop-keys.js";
-import {
-  type DpopResourceServer,
-  startDpopResourceServer,
-} from "../helpers/dpop-resource-server.js";
 import {
   redisCacheConfig,
   skipWithoutRedis,
@@ -28,34 +19,17 @@ import {
   useRedisServer,
 } from "../helpers/redis-server.js";
 import { captureLogs } from "../token/helpers.js";
-import { IMMEDIATE_POLICY, specFor, tokenStatuses } from "./support.js";
+import { IMMEDIATE_POLICY, specFor, tokenStatuses, useDpopBench } from "./support.js";
 
 describe.skipIf(skipWithoutRedis)("DPoP tokens in the shared Redis cache", () => {
   const redis = useRedisServer();
   const caches = useCacheCleanup();
-  let as: DpopAuthorizationServer;
-  let rs: DpopResourceServer;
-  let keys: DpopKeyDir;
-  let agent: Agent;
+  const bench = useDpopBench({ rs: {}, keys: true });
   let sources: TokenProvider[] = [];
 
-  beforeAll(async () => {
-    as = await startDpopAuthorizationServer();
-    rs = await startDpopResourceServer({
-      authorizationServer: { jwksUrl: as.jwksUrl, issuer: as.issuer, audience: as.resource },
-    });
-    keys = await createDpopKeyDir();
-    agent = new Agent({ connect: { ca: rs.caPem } });
-  });
   afterEach(() => {
     for (const source of sources) source.close();
     sources = [];
-  });
-  afterAll(async () => {
-    await agent.close();
-    await rs.close();
-    await as.close();
-    await keys.remove();
   });
 
   /** `n` replicas: each its own Redis connection and factory, one key prefix. */
@@ -70,9 +44,9 @@ describe.skipIf(skipWithoutRedis)("DPoP tokens in the shared Redis cache", () =>
     const sourceOn = (replica: number, dpop: Partial<DpopSpec>) => {
       const source = factories[replica]!({
         upstream: "api",
-        spec: specFor(as, dpop),
+        spec: specFor(bench.as, dpop),
         policy: IMMEDIATE_POLICY,
-        dispatcher: agent,
+        dispatcher: bench.agent,
         logger: logs.logger,
         secretPollIntervalMs: 0,
       });
@@ -82,13 +56,13 @@ describe.skipIf(skipWithoutRedis)("DPoP tokens in the shared Redis cache", () =>
     return { sourceOn, logs };
   }
 
-  const issued = () => tokenStatuses(as).filter((s) => s === 200).length;
+  const issued = () => tokenStatuses(bench.as).filter((s) => s === 200).length;
 
   it("shares a token between replicas holding the same key file, never with another key", async () => {
-    const keyFile = await keys.write("shared.pem", "ec-p256");
-    const elsewhere = `${keys.dir}/same-key-other-path.pem`;
+    const keyFile = await bench.keys.write("shared.pem", "ec-p256");
+    const elsewhere = `${bench.keys.dir}/same-key-other-path.pem`;
     await copyFile(keyFile, elsewhere);
-    const otherKey = await keys.write("other.pem", "ec-p256");
+    const otherKey = await bench.keys.write("other.pem", "ec-p256");
     const { sourceOn } = replicas(3);
 
     const before = issued();
@@ -104,9 +78,9 @@ describe.skipIf(skipWithoutRedis)("DPoP tokens in the shared Redis cache", () =>
     expect(b.dpop!.jkt).toBe(a.dpop!.jkt);
 
     // Replica B proves possession with its own copy of the key.
-    const url = `${rs.origin}/shared`;
+    const url = `${bench.rs.origin}/shared`;
     const response = await request(url, {
-      dispatcher: agent,
+      dispatcher: bench.agent,
       headers: {
         authorization: b.dpop!.authorization(b.value),
         dpop: b.dpop!.proofFor("GET", url, b.value),

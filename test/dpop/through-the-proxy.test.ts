@@ -1,15 +1,7 @@
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
-import {
-  type DpopAuthorizationServer,
-  startDpopAuthorizationServer,
-} from "../helpers/dpop-authorization-server.js";
-import {
-  type DpopResourceServer,
-  startDpopResourceServer,
-} from "../helpers/dpop-resource-server.js";
-import { PROOF_PREFIX, tokenStatuses } from "./support.js";
+import { PROOF_PREFIX, tokenStatuses, useDpopBench } from "./support.js";
 
 /**
  * Issue 24 end to end: a legacy client sends plain HTTP; the proxy gets a DPoP-bound token from
@@ -18,16 +10,14 @@ import { PROOF_PREFIX, tokenStatuses } from "./support.js";
  * (signature, htm/htu, iat, jti replay, ath, cnf.jkt, nonce).
  */
 describe("DPoP through the proxy", () => {
-  let as: DpopAuthorizationServer;
-  let rs: DpopResourceServer;
+  const bench = useDpopBench({
+    as: { requireNonce: true, accessTokenTtlSeconds: 4 },
+    rs: { requireNonce: true },
+  });
   let gateway: AppUnderTest;
 
   beforeAll(async () => {
-    as = await startDpopAuthorizationServer({ requireNonce: true, accessTokenTtlSeconds: 4 });
-    rs = await startDpopResourceServer({
-      authorizationServer: { jwksUrl: as.jwksUrl, issuer: as.issuer, audience: as.resource },
-      requireNonce: true,
-    });
+    const { as, rs } = bench;
     gateway = await startAppUnderTest({
       caPem: rs.caPem,
       config: {
@@ -50,8 +40,6 @@ describe("DPoP through the proxy", () => {
   });
   afterAll(async () => {
     await gateway?.close();
-    await rs?.close();
-    await as?.close();
   });
 
   const call = async (
@@ -70,39 +58,39 @@ describe("DPoP through the proxy", () => {
     const first = await call("/orders?page=1");
     expect(first.status).toBe(200);
     // The AS asked for its nonce once; the RS too: each answered with one use_dpop_nonce.
-    expect(tokenStatuses(as)).toEqual([400, 200]);
-    expect(rs.seen.map((s) => s.error ?? s.status)).toEqual(["use_dpop_nonce", 200]);
-    const accepted = rs.seen.at(-1)!;
+    expect(tokenStatuses(bench.as)).toEqual([400, 200]);
+    expect(bench.rs.seen.map((s) => s.error ?? s.status)).toEqual(["use_dpop_nonce", 200]);
+    const accepted = bench.rs.seen.at(-1)!;
     expect(accepted.scheme).toBe("DPoP");
-    expect(accepted.claims?.htu).toBe(`${rs.origin}/orders`);
+    expect(accepted.claims?.htu).toBe(`${bench.rs.origin}/orders`);
     expect(accepted.claims?.htm).toBe("GET");
 
-    const seenBefore = rs.seen.length;
+    const seenBefore = bench.rs.seen.length;
     expect((await call("/orders/2")).status).toBe(200);
-    expect(rs.seen.slice(seenBefore).map((s) => s.status)).toEqual([200]);
+    expect(bench.rs.seen.slice(seenBefore).map((s) => s.status)).toEqual([200]);
   });
 
   it("drops the client's own Authorization and DPoP", async () => {
-    const seenBefore = rs.seen.length;
+    const seenBefore = bench.rs.seen.length;
     const res = await call("/orders/3", {
       headers: { authorization: "Bearer stolen", dpop: `${PROOF_PREFIX}.forged.proof` },
     });
     expect(res.status).toBe(200);
-    const seen = rs.seen.slice(seenBefore);
+    const seen = bench.rs.seen.slice(seenBefore);
     expect(seen.map((s) => s.status)).toEqual([200]);
     expect(seen[0]!.proof).not.toContain("forged");
   });
 
   it("follows a nonce rotation with one retry, POST bodies included", async () => {
-    rs.rotateNonce();
-    const seenBefore = rs.seen.length;
+    bench.rs.rotateNonce();
+    const seenBefore = bench.rs.seen.length;
     const res = await call("/orders", {
       method: "POST",
       body: '{"amount":1}',
       headers: { "content-type": "application/json" },
     });
     expect(res.status).toBe(200);
-    const seen = rs.seen.slice(seenBefore);
+    const seen = bench.rs.seen.slice(seenBefore);
     expect(seen.map((s) => s.error ?? s.status)).toEqual(["use_dpop_nonce", 200]);
     // A new proof each attempt: the replayed one would have been refused as a jti replay.
     expect(seen[0]!.claims?.jti).not.toBe(seen[1]!.claims?.jti);
@@ -110,13 +98,13 @@ describe("DPoP through the proxy", () => {
   });
 
   it("binds the refreshed token to the same key", async () => {
-    const jkts = new Set(rs.seen.filter((s) => s.status === 200).map((s) => s.jkt));
-    const tokensBefore = tokenStatuses(as).filter((s) => s === 200).length;
+    const jkts = new Set(bench.rs.seen.filter((s) => s.status === 200).map((s) => s.jkt));
+    const tokensBefore = tokenStatuses(bench.as).filter((s) => s === 200).length;
     await new Promise((r) => setTimeout(r, 4_500)); // 4 s tokens: a refresh happens meanwhile
-    expect(tokenStatuses(as).filter((s) => s === 200).length).toBeGreaterThan(tokensBefore);
-    const seenBefore = rs.seen.length;
+    expect(tokenStatuses(bench.as).filter((s) => s === 200).length).toBeGreaterThan(tokensBefore);
+    const seenBefore = bench.rs.seen.length;
     expect((await call("/orders/after-refresh")).status).toBe(200);
-    const seen = rs.seen.slice(seenBefore).filter((s) => s.status === 200);
+    const seen = bench.rs.seen.slice(seenBefore).filter((s) => s.status === 200);
     expect(seen).toHaveLength(1);
     expect(jkts.has(seen[0]!.jkt)).toBe(true);
     expect(jkts.size).toBe(1);
@@ -125,6 +113,6 @@ describe("DPoP through the proxy", () => {
   it("never logs a token or a proof", () => {
     const lines = gateway.lines.join("\n");
     expect(lines).not.toContain(PROOF_PREFIX);
-    for (const s of rs.seen) if (s.accessToken) expect(lines).not.toContain(s.accessToken);
+    for (const s of bench.rs.seen) if (s.accessToken) expect(lines).not.toContain(s.accessToken);
   });
 });

@@ -7,39 +7,17 @@
  * client-credentials.ts will make it once DPoP is wired in.
  */
 import { decodeJwt } from "jose";
-import { Agent, request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { request } from "undici";
+import { afterAll, describe, expect, it } from "vitest";
 import { createDpop, type Dpop, type DpopSpec } from "../../src/token/dpop/index.js";
-import {
-  type DpopAuthorizationServer,
-  startDpopAuthorizationServer,
-} from "../helpers/dpop-authorization-server.js";
-import { createDpopKeyDir, type DpopKeyDir } from "../helpers/dpop-keys.js";
-import {
-  type DpopResourceServer,
-  startDpopResourceServer,
-} from "../helpers/dpop-resource-server.js";
+import { startDpopAuthorizationServer } from "../helpers/dpop-authorization-server.js";
+import { useDpopBench } from "./support.js";
 
-let as: DpopAuthorizationServer;
-let rs: DpopResourceServer;
-let agent: Agent;
-let keys: DpopKeyDir;
+const bench = useDpopBench({ rs: {}, keys: true });
 const open: Dpop[] = [];
 
-beforeAll(async () => {
-  as = await startDpopAuthorizationServer();
-  rs = await startDpopResourceServer({
-    authorizationServer: { jwksUrl: as.jwksUrl, issuer: as.issuer, audience: as.resource },
-  });
-  agent = new Agent({ connect: { ca: rs.caPem } });
-  keys = await createDpopKeyDir();
-});
-afterAll(async () => {
+afterAll(() => {
   for (const d of open) d.close();
-  await agent.close();
-  await rs.close();
-  await as.close();
-  await keys.remove();
 });
 
 async function dpopFor(spec: DpopSpec): Promise<Dpop> {
@@ -59,20 +37,20 @@ async function tokenRequest(d: Dpop | undefined): Promise<TokenAttempt & { retry
     "content-type": "application/x-www-form-urlencoded",
     accept: "application/json",
   };
-  if (d) headers.dpop = d.proofFor("POST", as.tokenUrl);
-  const response = await request(as.tokenUrl, {
+  if (d) headers.dpop = d.proofFor("POST", bench.as.tokenUrl);
+  const response = await request(bench.as.tokenUrl, {
     method: "POST",
     headers,
     body: new URLSearchParams({
       grant_type: "client_credentials",
-      client_id: as.clientId,
-      client_secret: as.clientSecret,
-      scope: as.scope,
+      client_id: bench.as.clientId,
+      client_secret: bench.as.clientSecret,
+      scope: bench.as.scope,
     }).toString(),
   });
   const text = await response.body.text();
   const retry = d
-    ? d.noteResponse(as.tokenUrl, response.statusCode, response.headers, text)
+    ? d.noteResponse(bench.as.tokenUrl, response.statusCode, response.headers, text)
     : false;
   return { status: response.statusCode, body: JSON.parse(text), retry };
 }
@@ -85,10 +63,10 @@ async function getToken(d: Dpop): Promise<TokenAttempt & { attempts: number }> {
 }
 
 async function callResource(d: Dpop, token: string, path: string): Promise<number> {
-  const url = `${rs.origin}${path}`;
+  const url = `${bench.rs.origin}${path}`;
   const response = await request(url, {
     headers: { authorization: d.authorization(token), dpop: d.proofFor("GET", url, token) },
-    dispatcher: agent,
+    dispatcher: bench.agent,
   });
   await response.body.dump();
   return response.statusCode;
@@ -101,18 +79,18 @@ describe("a DPoP token from a real authorization server", () => {
     expect(first.status).toBe(400);
     expect(first.body.error).toBe("use_dpop_nonce");
     expect(first.retry).toBe(true);
-    const asOrigin = new URL(as.tokenUrl).origin;
+    const asOrigin = new URL(bench.as.tokenUrl).origin;
     expect(d.nonces.get(asOrigin)).toMatch(/^[\w-]+$/);
 
     const second = await tokenRequest(d);
     expect(second.status).toBe(200);
-    expect(second.body).toMatchObject({ token_type: "DPoP", scope: as.scope });
+    expect(second.body).toMatchObject({ token_type: "DPoP", scope: bench.as.scope });
     const claims = decodeJwt(second.body.access_token as string);
     expect(claims.cnf).toEqual({ jkt: d.jkt });
-    expect(claims.aud).toBe(as.resource);
+    expect(claims.aud).toBe(bench.as.resource);
 
     expect(await callResource(d, second.body.access_token as string, "/v1/orders?x=1")).toBe(200);
-    expect(rs.seen.at(-1)).toMatchObject({ status: 200, jkt: d.jkt, error: undefined });
+    expect(bench.rs.seen.at(-1)).toMatchObject({ status: 200, jkt: d.jkt, error: undefined });
   });
 
   it("needs no second round trip while the AS's nonce is current", async () => {
@@ -130,7 +108,7 @@ describe("a DPoP token from a real authorization server", () => {
     ["rsa-2048", "RS256"],
   ] as const) {
     it(`works with a ${algorithm} key from dpop.keyFile`, async () => {
-      const keyFile = await keys.write(`${algorithm}.pem`, kind);
+      const keyFile = await bench.keys.write(`${algorithm}.pem`, kind);
       const d = await dpopFor({ keyFile, algorithm });
       const token = await getToken(d);
       expect(token.status).toBe(200);
@@ -144,8 +122,8 @@ describe("a DPoP token from a real authorization server", () => {
     const token = (await getToken(d)).body.access_token as string;
     const thief = await dpopFor({});
     expect(await callResource(thief, token, "/stolen")).toBe(401);
-    expect(rs.seen.at(-1)).toMatchObject({ error: "invalid_token" });
-    expect(rs.seen.at(-1)?.description).toMatch(/cnf\.jkt/);
+    expect(bench.rs.seen.at(-1)).toMatchObject({ error: "invalid_token" });
+    expect(bench.rs.seen.at(-1)?.description).toMatch(/cnf\.jkt/);
 
     const withoutProof = await tokenRequest(undefined);
     expect(withoutProof.status).toBe(400);
@@ -156,15 +134,15 @@ describe("a DPoP token from a real authorization server", () => {
   it("rejects a replayed token-request proof", async () => {
     const d = await dpopFor({});
     await getToken(d); // the nonce is known now
-    const proof = d.proofFor("POST", as.tokenUrl);
+    const proof = d.proofFor("POST", bench.as.tokenUrl);
     const send = () =>
-      request(as.tokenUrl, {
+      request(bench.as.tokenUrl, {
         method: "POST",
         headers: { "content-type": "application/x-www-form-urlencoded", dpop: proof },
         body: new URLSearchParams({
           grant_type: "client_credentials",
-          client_id: as.clientId,
-          client_secret: as.clientSecret,
+          client_id: bench.as.clientId,
+          client_secret: bench.as.clientSecret,
         }).toString(),
       }).then(async (r) => ({ status: r.statusCode, body: await r.body.json() }));
     expect((await send()).status).toBe(200);

@@ -6,65 +6,43 @@
  * nonce. The token and a proof from `token.dpop` pass a resource server that verifies both.
  */
 import { decodeJwt } from "jose";
-import { Agent, request } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { request } from "undici";
+import { afterEach, describe, expect, it } from "vitest";
 import { createTokenSource } from "../../src/token/token-source.js";
 import type { TokenProvider } from "../../src/token/types.js";
-import {
-  type DpopAuthorizationServer,
-  startDpopAuthorizationServer,
-} from "../helpers/dpop-authorization-server.js";
-import {
-  type DpopResourceServer,
-  startDpopResourceServer,
-} from "../helpers/dpop-resource-server.js";
 import { captureLogs } from "../token/helpers.js";
-import { IMMEDIATE_POLICY, specFor, tokenStatuses } from "./support.js";
+import { IMMEDIATE_POLICY, specFor, tokenStatuses, useDpopBench } from "./support.js";
 
-let as: DpopAuthorizationServer;
-let rs: DpopResourceServer;
-let agent: Agent;
+const bench = useDpopBench({ rs: {} });
 let source: TokenProvider | undefined;
 
-beforeAll(async () => {
-  as = await startDpopAuthorizationServer();
-  rs = await startDpopResourceServer({
-    authorizationServer: { jwksUrl: as.jwksUrl, issuer: as.issuer, audience: as.resource },
-  });
-  agent = new Agent({ connect: { ca: rs.caPem } });
-});
 afterEach(() => {
   source?.close();
   source = undefined;
-});
-afterAll(async () => {
-  await agent.close();
-  await rs.close();
-  await as.close();
 });
 
 describe("a token source with dpop", () => {
   it("retries use_dpop_nonce once, gets a token bound to its key, and knows the nonce next time", async () => {
     source = createTokenSource({
       upstream: "api",
-      spec: specFor(as, {}),
+      spec: specFor(bench.as, {}),
       policy: IMMEDIATE_POLICY,
-      dispatcher: agent,
+      dispatcher: bench.agent,
       logger: captureLogs().logger,
       secretPollIntervalMs: 0,
     });
     const token = await source.getToken();
-    expect(tokenStatuses(as)).toEqual([400, 200]);
-    expect(as.requests.every((r) => r.dpop)).toBe(true);
+    expect(tokenStatuses(bench.as)).toEqual([400, 200]);
+    expect(bench.as.requests.every((r) => r.dpop)).toBe(true);
     expect(token.tokenType).toBe("DPoP");
     expect(token.dpop).toBeDefined();
     expect(decodeJwt(token.value).cnf).toEqual({ jkt: token.dpop!.jkt });
     expect(source.status().dpop).toEqual({ jkt: token.dpop!.jkt, algorithm: "ES256" });
 
     // What the proxy does with it: Authorization: DPoP and a proof with ath, per request.
-    const url = `${rs.origin}/things?x=1`;
+    const url = `${bench.rs.origin}/things?x=1`;
     const response = await request(url, {
-      dispatcher: agent,
+      dispatcher: bench.agent,
       headers: {
         authorization: token.dpop!.authorization(token.value),
         dpop: token.dpop!.proofFor("GET", url, token.value),
@@ -76,7 +54,7 @@ describe("a token source with dpop", () => {
     // The next fetch carries the nonce from the start: one request.
     expect(source.invalidate(token)).toBe(true);
     const next = await source.getToken();
-    expect(tokenStatuses(as)).toEqual([400, 200, 200]);
+    expect(tokenStatuses(bench.as)).toEqual([400, 200, 200]);
     expect(next.value).not.toBe(token.value);
     expect(next.dpop).toBe(token.dpop); // one key per credential, for the source's life
     expect(decodeJwt(next.value).cnf).toEqual({ jkt: token.dpop!.jkt });

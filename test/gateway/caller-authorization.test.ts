@@ -1,9 +1,15 @@
-import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import bcrypt from "bcryptjs";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Emulator } from "../../src/emulator/types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
+import {
+  basicHeader,
+  emulatorUpstream,
+  es256SigningKey,
+  httpGet,
+  KUBERNETES_ISSUER,
+  serviceAccountJwt,
+} from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import { createTestPki } from "../helpers/tls.js";
 
@@ -12,33 +18,25 @@ import { createTestPki } from "../helpers/tls.js";
  * allow lists) in front of the emulator; callers on 127.0.0.1 and, for address rules, 127.0.0.2.
  */
 
-const ISSUER = "https://kubernetes.default.svc.cluster.local";
 const PASSWORD = "cron-password-Zq9";
 
 describe("caller authorization (upstreams[].allow)", () => {
   let emulator: Emulator;
   let gateway: AppUnderTest;
-  let signKey: Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
+  let signKey: Awaited<ReturnType<typeof es256SigningKey>>["privateKey"];
 
   const saToken = (namespace: string, name: string, claims: Record<string, unknown> = {}) =>
-    new SignJWT({
-      "kubernetes.io": { namespace, serviceaccount: { name, uid: "u-1" } },
-      ...claims,
-    })
-      .setProtectedHeader({ alg: "ES256", kid: "k1" })
-      .setIssuer(ISSUER)
-      .setAudience("bearer-proxy")
-      .setSubject(`system:serviceaccount:${namespace}:${name}`)
-      .setIssuedAt()
-      .setExpirationTime("10m")
-      .sign(signKey);
+    serviceAccountJwt(signKey, {
+      subject: `system:serviceaccount:${namespace}:${name}`,
+      claims: { "kubernetes.io": { namespace, serviceaccount: { name, uid: "u-1" } }, ...claims },
+    });
 
   beforeAll(async () => {
     const pki = await createTestPki();
     emulator = await startTlsEmulator(pki);
-    const keys = await generateKeyPair("ES256");
-    signKey = keys.privateKey;
-    const jwk = { ...(await exportJWK(keys.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
+    const key = await es256SigningKey();
+    signKey = key.privateKey;
+    const jwk = key.jwk;
     const htpasswd = [
       `reporting-cron:${bcrypt.hashSync(PASSWORD, 4).replace(/^\$2b\$/, "$2y$")}`,
       `alice:${bcrypt.hashSync("alice-pw", 4)}`,
@@ -49,31 +47,17 @@ describe("caller authorization (upstreams[].allow)", () => {
       config: {
         callers: {
           basic: { usersFile: "callers.htpasswd" },
-          kubernetes: { issuer: ISSUER, jwksFile: "jwks.json" },
+          kubernetes: { issuer: KUBERNETES_ISSUER, jwksFile: "jwks.json" },
         },
         upstreams: [
-          {
-            name: "billing",
-            baseUrl: emulator.url,
-            clientId: "demo-client",
-            clientSecret: "demo-secret",
-            match: { pathPrefix: "/billing" },
-            stripPrefix: true,
+          emulatorUpstream(emulator.url, "billing", {
             allow: [
               { user: "reporting-cron" },
               { serviceAccount: "payments/billing-client" },
               { namespace: "ops" },
             ],
-          },
-          {
-            name: "internal",
-            baseUrl: emulator.url,
-            clientId: "demo-client",
-            clientSecret: "demo-secret",
-            match: { pathPrefix: "/internal" },
-            stripPrefix: true,
-            allow: [{ cidr: "127.0.0.2/32" }],
-          },
+          }),
+          emulatorUpstream(emulator.url, "internal", { allow: [{ cidr: "127.0.0.2/32" }] }),
         ],
       },
     });
@@ -85,33 +69,8 @@ describe("caller authorization (upstreams[].allow)", () => {
 
   /** A plain GET through node:http, from `localAddress` (undici's Agent has no such option). */
   const get = (path: string, headers: Record<string, string> = {}, localAddress = "127.0.0.1") =>
-    new Promise<{ status: number; headers: IncomingHttpHeaders; raw: string[]; text: string }>(
-      (resolve, reject) => {
-        const req = httpRequest(
-          `${gateway.url}${path}`,
-          { headers, localAddress, agent: false },
-          (res) => {
-            let text = "";
-            res.setEncoding("utf8");
-            res.on("data", (chunk: string) => {
-              text += chunk;
-            });
-            res.on("end", () =>
-              resolve({
-                status: res.statusCode ?? 0,
-                headers: res.headers,
-                raw: res.rawHeaders,
-                text,
-              }),
-            );
-          },
-        );
-        req.on("error", reject);
-        req.end();
-      },
-    );
-  const basic = (user: string, password: string) =>
-    `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
+    httpGet(`${gateway.url}${path}`, { headers, localAddress });
+  const basic = basicHeader;
 
   it("answers 407 with exact challenges and never reaches the upstream without a credential", async () => {
     const before = emulator.stats().apiRequests;

@@ -2,9 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Emulator } from "../../src/emulator/types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import {
-  adminText,
+  adminPages,
   basicHeader,
   basicValue,
+  emulatorUpstream,
   errorCode,
   expectNoSecrets,
   type HttpAnswer,
@@ -46,15 +47,9 @@ describe("failed credentials are throttled per address", () => {
       config: {
         callers: { basic: { usersFile: "callers.htpasswd" } },
         upstreams: [
-          {
-            name: "billing",
-            baseUrl: emulator.url,
-            clientId: "demo-client",
-            clientSecret: "demo-secret",
-            match: { pathPrefix: "/billing" },
-            stripPrefix: true,
+          emulatorUpstream(emulator.url, "billing", {
             allow: [{ user: CRON.user }, { user: BACKUP.user }],
-          },
+          }),
         ],
       },
     });
@@ -163,8 +158,7 @@ describe("failed credentials are throttled per address", () => {
         logs: gateway.lines,
         bodies: answers.map((a) => a.text),
         headers: answers.map((a) => a.raw.join("\n")),
-        status: await adminText(gateway.adminUrl, "/status?format=json"),
-        metrics: await adminText(gateway.adminUrl, "/metrics"),
+        ...(await adminPages(gateway.adminUrl)),
       },
       secrets,
     );

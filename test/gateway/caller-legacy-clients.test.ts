@@ -8,7 +8,7 @@ import type { Emulator } from "../../src/emulator/types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import {
   accessLines,
-  adminText,
+  adminPages,
   basicValue,
   echoedHeader,
   echoedHeaderNames,
@@ -228,8 +228,7 @@ describe("legacy clients through http_proxy with caller authorization", () => {
       {
         logs: gateway.lines,
         outputs,
-        status: await adminText(gateway.adminUrl, "/status?format=json"),
-        metrics: await adminText(gateway.adminUrl, "/metrics"),
+        ...(await adminPages(gateway.adminUrl)),
       },
       secrets,
     );

@@ -3,9 +3,10 @@ import { loadConfig } from "../../src/config/load.js";
 import type { Emulator } from "../../src/emulator/types.js";
 import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/app-under-test.js";
 import {
-  adminText,
+  adminPages,
   basicHeader,
   basicValue,
+  emulatorUpstream,
   errorCode,
   expectNoSecrets,
   type HttpAnswer,
@@ -39,17 +40,7 @@ describe("caller rules and users change live", () => {
     listen: { host: "127.0.0.1", port: 0 },
     admin: { host: "127.0.0.1", port: 0 },
     callers: { basic: { usersFile: USERS_FILE } },
-    upstreams: [
-      {
-        name: "billing",
-        baseUrl: emulator.url,
-        clientId: "demo-client",
-        clientSecret: "demo-secret",
-        match: { pathPrefix: "/billing" },
-        stripPrefix: true,
-        allow,
-      },
-    ],
+    upstreams: [emulatorUpstream(emulator.url, "billing", { allow })],
   });
   const users = (...rules: string[]) => rules.map((user) => ({ user }));
 
@@ -183,8 +174,7 @@ describe("caller rules and users change live", () => {
       {
         logs: gateway.lines,
         bodies: answers.map((a) => a.text),
-        status: await adminText(gateway.adminUrl, "/status?format=json"),
-        metrics: await adminText(gateway.adminUrl, "/metrics"),
+        ...(await adminPages(gateway.adminUrl)),
       },
       all.flatMap((who) => [who.password, basicValue(who.user, who.password)]),
     );

@@ -1,4 +1,3 @@
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Denial } from "../../src/callers/denial-log.js";
 import type { Emulator } from "../../src/emulator/types.js";
@@ -8,10 +7,14 @@ import {
   basicHeader,
   basicValue,
   callerDenialCounts,
+  emulatorUpstream,
+  es256SigningKey,
   expectNoSecrets,
   type HttpAnswer,
   htpasswdFile,
   httpGet,
+  KUBERNETES_ISSUER,
+  serviceAccountJwt,
 } from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import { createTestPki } from "../helpers/tls.js";
@@ -22,26 +25,21 @@ import { createTestPki } from "../helpers/tls.js";
  * open ones) and the recent refusals newest first — caller labels, never a credential.
  */
 
-const ISSUER = "https://kubernetes.default.svc.cluster.local";
 const CRON = { user: "reporting-cron", password: "cron-Pw9xQ" };
 const ALICE = { user: "alice", password: "alice-pw" };
 
 describe("caller refusals in /metrics and /status", () => {
   let emulator: Emulator;
   let gateway: AppUnderTest;
-  let signKey: Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
+  let signKey: Awaited<ReturnType<typeof es256SigningKey>>["privateKey"];
   const tokens: string[] = [];
   const answers: HttpAnswer[] = [];
 
   const saToken = async (namespace: string, name: string, expiresAt: string | number = "10m") => {
-    const token = await new SignJWT({})
-      .setProtectedHeader({ alg: "ES256", kid: "k1" })
-      .setIssuer(ISSUER)
-      .setAudience("bearer-proxy")
-      .setSubject(`system:serviceaccount:${namespace}:${name}`)
-      .setIssuedAt()
-      .setExpirationTime(expiresAt)
-      .sign(signKey);
+    const token = await serviceAccountJwt(signKey, {
+      subject: `system:serviceaccount:${namespace}:${name}`,
+      expiresAt,
+    });
     tokens.push(token);
     return token;
   };
@@ -49,18 +47,11 @@ describe("caller refusals in /metrics and /status", () => {
   beforeAll(async () => {
     const pki = await createTestPki();
     emulator = await startTlsEmulator(pki);
-    const keys = await generateKeyPair("ES256");
-    signKey = keys.privateKey;
-    const jwk = { ...(await exportJWK(keys.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
-    const upstream = (name: string, allow?: Record<string, string>[]) => ({
-      name,
-      baseUrl: emulator.url,
-      clientId: "demo-client",
-      clientSecret: "demo-secret",
-      match: { pathPrefix: `/${name}` },
-      stripPrefix: true,
-      ...(allow ? { allow } : {}),
-    });
+    const key = await es256SigningKey();
+    signKey = key.privateKey;
+    const jwk = key.jwk;
+    const upstream = (name: string, allow?: Record<string, string>[]) =>
+      emulatorUpstream(emulator.url, name, allow ? { allow } : {});
     gateway = await startAppUnderTest({
       caPem: pki.caPem,
       files: {
@@ -73,7 +64,7 @@ describe("caller refusals in /metrics and /status", () => {
       config: {
         callers: {
           basic: { usersFile: "callers.htpasswd" },
-          kubernetes: { issuer: ISSUER, jwksFile: "jwks.json" },
+          kubernetes: { issuer: KUBERNETES_ISSUER, jwksFile: "jwks.json" },
         },
         upstreams: [
           upstream("billing", [

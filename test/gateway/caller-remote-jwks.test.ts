@@ -1,14 +1,18 @@
 import { createServer, type Server } from "node:https";
-import { exportJWK, generateKeyPair, type JWK, SignJWT } from "jose";
+import type { JWK } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Emulator } from "../../src/emulator/types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import {
-  adminText,
+  adminPages,
+  emulatorUpstream,
   errorCode,
+  es256SigningKey,
   expectNoSecrets,
   type HttpAnswer,
   httpGet,
+  KUBERNETES_ISSUER,
+  serviceAccountJwt,
 } from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import { createTestPki } from "../helpers/tls.js";
@@ -22,8 +26,7 @@ import { createTestPki } from "../helpers/tls.js";
  * out here).
  */
 
-const ISSUER = "https://kubernetes.default.svc.cluster.local";
-type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
+type PrivateKey = Awaited<ReturnType<typeof es256SigningKey>>["privateKey"];
 
 describe("service-account tokens with a remote JWKS over TLS", () => {
   let emulator: Emulator;
@@ -44,14 +47,11 @@ describe("service-account tokens with a remote JWKS over TLS", () => {
     kid: string,
     options: { audience?: string; expiresAt?: string | number } = {},
   ) => {
-    const jwt = await new SignJWT({})
-      .setProtectedHeader({ alg: "ES256", kid })
-      .setIssuer(ISSUER)
-      .setAudience(options.audience ?? "bearer-proxy")
-      .setSubject("system:serviceaccount:payments:billing-client")
-      .setIssuedAt()
-      .setExpirationTime(options.expiresAt ?? "10m")
-      .sign(key);
+    const jwt = await serviceAccountJwt(key, {
+      subject: "system:serviceaccount:payments:billing-client",
+      kid,
+      ...options,
+    });
     tokens.push(jwt);
     return jwt;
   };
@@ -68,11 +68,9 @@ describe("service-account tokens with a remote JWKS over TLS", () => {
   beforeAll(async () => {
     const [upstreamPki, clusterPki] = await Promise.all([createTestPki(), createTestPki()]);
     emulator = await startTlsEmulator(upstreamPki);
-    const [pair1, pair2] = await Promise.all([generateKeyPair("ES256"), generateKeyPair("ES256")]);
-    k1 = pair1.privateKey;
-    k2 = pair2.privateKey;
-    jwk1 = { ...(await exportJWK(pair1.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
-    jwk2 = { ...(await exportJWK(pair2.publicKey)), kid: "k2", alg: "ES256", use: "sig" };
+    const [pair1, pair2] = await Promise.all([es256SigningKey("k1"), es256SigningKey("k2")]);
+    ({ privateKey: k1, jwk: jwk1 } = pair1);
+    ({ privateKey: k2, jwk: jwk2 } = pair2);
     served = [jwk1];
     jwksServer = createServer(
       { cert: clusterPki.good.certPem, key: clusterPki.good.keyPem },
@@ -94,21 +92,15 @@ describe("service-account tokens with a remote JWKS over TLS", () => {
       config: {
         callers: {
           kubernetes: {
-            issuer: ISSUER,
+            issuer: KUBERNETES_ISSUER,
             jwksUri: `https://127.0.0.1:${port}/openid/v1/jwks`,
             caFile: "cluster-ca.pem",
           },
         },
         upstreams: [
-          {
-            name: "billing",
-            baseUrl: emulator.url,
-            clientId: "demo-client",
-            clientSecret: "demo-secret",
-            match: { pathPrefix: "/billing" },
-            stripPrefix: true,
+          emulatorUpstream(emulator.url, "billing", {
             allow: [{ serviceAccount: "payments/billing-client" }],
-          },
+          }),
         ],
       },
     });
@@ -168,8 +160,7 @@ describe("service-account tokens with a remote JWKS over TLS", () => {
       {
         logs: gateway.lines,
         bodies: answers.map((a) => a.text),
-        status: await adminText(gateway.adminUrl, "/status?format=json"),
-        metrics: await adminText(gateway.adminUrl, "/metrics"),
+        ...(await adminPages(gateway.adminUrl)),
       },
       tokens,
     );

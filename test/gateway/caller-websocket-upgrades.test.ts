@@ -1,18 +1,20 @@
 import type { IncomingMessage } from "node:http";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import type { Emulator } from "../../src/emulator/types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import {
   accessLines,
-  adminText,
+  adminPages,
   basicHeader,
   basicValue,
   errorCode,
+  es256SigningKey,
   expectNoSecrets,
   htpasswdFile,
+  KUBERNETES_ISSUER,
   rawValues,
+  serviceAccountJwt,
 } from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import { createTestPki } from "../helpers/tls.js";
@@ -25,7 +27,6 @@ import { headerValues, startWsUpstream, type WsUpstream } from "../protocol/ws-u
  * never reaches the upstream.
  */
 
-const ISSUER = "https://kubernetes.default.svc.cluster.local";
 const ALICE = { user: "alice", password: "alice-ws-pw" };
 const BOB = { user: "bob", password: "bob-ws-pw" };
 
@@ -82,16 +83,10 @@ describe("WebSocket upgrades through the caller gate", () => {
     const pki = await createTestPki();
     emulator = await startTlsEmulator(pki);
     upstream = await startWsUpstream({ cert: pki.good });
-    const keys = await generateKeyPair("ES256");
-    const jwk = { ...(await exportJWK(keys.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
-    saToken = await new SignJWT({})
-      .setProtectedHeader({ alg: "ES256", kid: "k1" })
-      .setIssuer(ISSUER)
-      .setAudience("bearer-proxy")
-      .setSubject("system:serviceaccount:payments:ws-client")
-      .setIssuedAt()
-      .setExpirationTime("10m")
-      .sign(keys.privateKey);
+    const { privateKey, jwk } = await es256SigningKey();
+    saToken = await serviceAccountJwt(privateKey, {
+      subject: "system:serviceaccount:payments:ws-client",
+    });
     gateway = await startAppUnderTest({
       caPem: pki.caPem,
       files: {
@@ -104,7 +99,7 @@ describe("WebSocket upgrades through the caller gate", () => {
       config: {
         callers: {
           basic: { usersFile: "callers.htpasswd" },
-          kubernetes: { issuer: ISSUER, jwksFile: "jwks.json" },
+          kubernetes: { issuer: KUBERNETES_ISSUER, jwksFile: "jwks.json" },
         },
         upstreams: [
           {
@@ -204,8 +199,7 @@ describe("WebSocket upgrades through the caller gate", () => {
       {
         logs: gateway.lines,
         bodies,
-        status: await adminText(gateway.adminUrl, "/status?format=json"),
-        metrics: await adminText(gateway.adminUrl, "/metrics"),
+        ...(await adminPages(gateway.adminUrl)),
       },
       [
         ALICE.password,

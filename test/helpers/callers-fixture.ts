@@ -6,6 +6,7 @@
  */
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import bcrypt from "bcryptjs";
+import { exportJWK, generateKeyPair, type JWK, SignJWT } from "jose";
 import { expect } from "vitest";
 import type { EchoResponse } from "../../src/emulator/test-routes.js";
 
@@ -159,4 +160,65 @@ export function expectNoSecrets(
       expect(haystack.includes(needle), `${where} contains a credential`).toBe(false);
     }
   }
+}
+
+/**
+ * An upstream of the config document served by the TLS emulator with its demo client, routed by
+ * `/<name>` (prefix stripped); `fields` add to it or override (`allow`, `match`, …).
+ */
+export function emulatorUpstream(
+  emulatorUrl: string,
+  name: string,
+  fields: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    name,
+    baseUrl: emulatorUrl,
+    clientId: "demo-client",
+    clientSecret: "demo-secret",
+    match: { pathPrefix: `/${name}` },
+    stripPrefix: true,
+    ...fields,
+  };
+}
+
+/** The admin pages a credential could leak into, for `expectNoSecrets`. */
+export async function adminPages(adminUrl: string): Promise<{ status: string; metrics: string }> {
+  return {
+    status: await adminText(adminUrl, "/status?format=json"),
+    metrics: await adminText(adminUrl, "/metrics"),
+  };
+}
+
+/** The issuer of the clusters' service-account tokens in these tests. */
+export const KUBERNETES_ISSUER = "https://kubernetes.default.svc.cluster.local";
+
+type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
+
+/** An ES256 cluster signing key: the private half signs, `jwk` (kid, alg, use) is published. */
+export async function es256SigningKey(kid = "k1"): Promise<{ privateKey: PrivateKey; jwk: JWK }> {
+  const keys = await generateKeyPair("ES256");
+  const jwk = { ...(await exportJWK(keys.publicKey)), kid, alg: "ES256", use: "sig" };
+  return { privateKey: keys.privateKey, jwk };
+}
+
+/** A service-account JWT (ES256, issued now) for `subject`; `claims` go into the payload. */
+export function serviceAccountJwt(
+  privateKey: PrivateKey,
+  options: {
+    subject: string;
+    kid?: string;
+    audience?: string;
+    expiresAt?: string | number;
+    claims?: Record<string, unknown>;
+  },
+): Promise<string> {
+  return new SignJWT(options.claims ?? {})
+    .setProtectedHeader({ alg: "ES256", kid: options.kid ?? "k1" })
+    .setIssuer(KUBERNETES_ISSUER)
+    .setAudience(options.audience ?? "bearer-proxy")
+    .setSubject(options.subject)
+    .setIssuedAt()
+    .setExpirationTime(options.expiresAt ?? "10m")
+    .sign(privateKey);
 }

@@ -4,12 +4,12 @@
  * grant, DPoP (RFC 9449) with server nonces, and one resource indicator whose tokens are JWTs
  * (so a resource server can read `cnf.jkt` after verifying them against `jwksUrl`).
  *
- * oidc-provider ships no type declarations; it is imported by a computed specifier so that the
- * type checker does not look for them, and used through the few members below.
+ * oidc-provider is loaded through ./oidc-provider.ts.
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { closeNow, loadProvider, oneResourceIndicator } from "./oidc-provider.js";
 
 export interface DpopAuthorizationServerOptions {
   clientId?: string;
@@ -47,20 +47,10 @@ export interface DpopAuthorizationServer {
   close(): Promise<void>;
 }
 
-interface ProviderInstance {
-  callback(): (req: unknown, res: unknown) => void;
-}
-type ProviderClass = new (
-  issuer: string,
-  configuration: Record<string, unknown>,
-) => ProviderInstance;
-
-const OIDC_PROVIDER = "oidc-provider";
-
 export async function startDpopAuthorizationServer(
   options: DpopAuthorizationServerOptions = {},
 ): Promise<DpopAuthorizationServer> {
-  const { default: Provider } = (await import(OIDC_PROVIDER)) as { default: ProviderClass };
+  const Provider = await loadProvider();
   const clientId = options.clientId ?? "dpop-client";
   const clientSecret = options.clientSecret ?? randomBytes(32).toString("base64url");
   const authMethod = options.authMethod ?? "client_secret_post";
@@ -109,22 +99,11 @@ export async function startDpopAuthorizationServer(
         nonceSecret: randomBytes(32),
         requireNonce: () => requireNonce,
       },
-      resourceIndicators: {
-        enabled: true,
-        // A client-credentials request without `resource` still gets the one resource.
-        defaultResource: async () => resource,
-        useGrantedResource: async () => true,
-        getResourceServerInfo: async (_ctx: unknown, indicator: string) => {
-          if (indicator !== resource) throw new Error(`unknown resource ${indicator}`);
-          return {
-            scope,
-            audience: resource,
-            accessTokenFormat: "jwt",
-            accessTokenTTL: options.accessTokenTtlSeconds ?? 300,
-            jwt: { sign: { alg: "ES256" } },
-          };
-        },
-      },
+      resourceIndicators: oneResourceIndicator(
+        resource,
+        scope,
+        options.accessTokenTtlSeconds ?? 300,
+      ),
     },
     // Set, so oidc-provider doesn't print its "you SHOULD change" notices.
     clientBasedCORS: () => false,
@@ -155,10 +134,6 @@ export async function startDpopAuthorizationServer(
     scope,
     requests,
     provider,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => closeNow(server),
   };
 }

@@ -10,14 +10,14 @@
  * the peer certificate and whether it chains to the test CA to oidc-provider. The same CA signs
  * the server certificate and the client certificates made by {@link issueClientCertificate}.
  *
- * oidc-provider ships no type declarations; it is imported by a computed specifier (as in
- * dpop-authorization-server.ts) and used through the few members below.
+ * oidc-provider is loaded through ./oidc-provider.ts.
  */
 import { createHash, generateKeyPairSync, type JsonWebKey, X509Certificate } from "node:crypto";
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { generate } from "selfsigned";
+import { closeNow, loadProvider, oneResourceIndicator } from "./oidc-provider.js";
 import { generateCertificates } from "./tls.js";
 
 export interface MtlsAuthorizationServerOptions {
@@ -56,25 +56,15 @@ export interface MtlsAuthorizationServer {
   close(): Promise<void>;
 }
 
-interface ProviderInstance {
-  callback(): (req: unknown, res: unknown) => void;
-}
-type ProviderClass = new (
-  issuer: string,
-  configuration: Record<string, unknown>,
-) => ProviderInstance;
-
 /** The context oidc-provider hands its mTLS callbacks (Koa's; only `req` is used). */
 interface ProviderContext {
   req: { socket: TLSSocket };
 }
 
-const OIDC_PROVIDER = "oidc-provider";
-
 export async function startMtlsAuthorizationServer(
   options: MtlsAuthorizationServerOptions = {},
 ): Promise<MtlsAuthorizationServer> {
-  const { default: Provider } = (await import(OIDC_PROVIDER)) as { default: ProviderClass };
+  const Provider = await loadProvider();
   const clientId = options.clientId ?? "mtls-client";
   const subjectDn = options.subjectDn ?? `CN=${clientId}`;
   const resource = options.resource ?? "https://resource.test/";
@@ -134,21 +124,7 @@ export async function startMtlsAuthorizationServer(
         certificateSubjectMatches: (ctx: ProviderContext, property: string, expected: string) =>
           property === "tls_client_auth_subject_dn" && peerOf(ctx)?.subject === expected,
       },
-      resourceIndicators: {
-        enabled: true,
-        defaultResource: async () => resource,
-        useGrantedResource: async () => true,
-        getResourceServerInfo: async (_ctx: unknown, indicator: string) => {
-          if (indicator !== resource) throw new Error(`unknown resource ${indicator}`);
-          return {
-            scope,
-            audience: resource,
-            accessTokenFormat: "jwt",
-            accessTokenTTL: ttlSeconds,
-            jwt: { sign: { alg: "ES256" } },
-          };
-        },
-      },
+      resourceIndicators: oneResourceIndicator(resource, scope, ttlSeconds),
     },
     // Set, so oidc-provider doesn't print its "you SHOULD change" notices.
     clientBasedCORS: () => false,
@@ -180,11 +156,7 @@ export async function startMtlsAuthorizationServer(
     ca,
     serverCertificate: { certPem: pki.certPem, keyPem: pki.keyPem },
     requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => closeNow(server),
   };
 }
 

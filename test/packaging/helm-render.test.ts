@@ -1,28 +1,11 @@
-/**
- * Renders the chart with a real `helm` binary, when there is one (`HELM_BIN`, or `helm` on the
- * PATH; skipped otherwise): lint and template every example, check the rendered objects, the
- * config in the ConfigMap (against bearer-proxy's loader and the tests' own model of the
- * template), schema rejection, sidecar mode, the sidecar named template against the
- * copy-paste example, and caller authorization (callers.*, upstreams' `allow`, the
- * issuer-discovery ClusterRoleBinding).
- */
-import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import {
-  accessSync,
-  constants,
-  cpSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
 import { ABSENT_CALLER_FILE, renderChartCallers } from "./chart-callers.js";
+import { chartDefaults, helm, type K8sObject, renderChart, runHelm } from "./helm-cli.js";
 import {
   CHART_DIR,
   mergeValues,
@@ -31,44 +14,7 @@ import {
   validateWithLoader,
 } from "./schema-tools.js";
 
-function findHelm(): string | undefined {
-  const candidates = [
-    process.env.HELM_BIN,
-    ...(process.env.PATH ?? "").split(delimiter).map((d) => join(d, "helm")),
-  ];
-  for (const candidate of candidates) {
-    if (!candidate) continue;
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {}
-  }
-  return undefined;
-}
-
-const helm = findHelm();
-
-function runHelm(args: string[]): { status: number; stdout: string; stderr: string } {
-  const result = spawnSync(helm!, args, { encoding: "utf8", timeout: 30_000 });
-  return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
-}
-
-type K8sObject = {
-  kind: string;
-  metadata: { name: string; annotations?: Record<string, string> };
-} & Values;
-
-function renderObjects(valueFiles: string[], sets: string[] = []): K8sObject[] {
-  const args = ["template", "rel", CHART_DIR, "--namespace", "egress"];
-  for (const f of valueFiles) args.push("-f", f);
-  for (const s of sets) args.push("--set", s);
-  const result = runHelm(args);
-  expect(result.stderr).toBe("");
-  expect(result.status).toBe(0);
-  return parseAllDocuments(result.stdout)
-    .map((d) => d.toJS() as K8sObject | null)
-    .filter((o): o is K8sObject => o !== null);
-}
+const renderObjects = renderChart;
 
 const examples = [
   "gateway-values.yaml",
@@ -78,7 +24,7 @@ const examples = [
 /** Caller authorization; its config is checked in its own block (callers are chart-rendered). */
 const callersExample = join(CHART_DIR, "examples", "gateway-callers-values.yaml");
 const exampleName = (path: string): string => path.split("/").pop() ?? path;
-const defaults = parse(readFileSync(join(CHART_DIR, "values.yaml"), "utf8")) as Values;
+const defaults = chartDefaults;
 const withSecret = "existingSecret=creds";
 
 interface Container {

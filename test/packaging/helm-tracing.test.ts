@@ -1,26 +1,10 @@
-/**
- * Issue #25 in the chart: `tracing.*` values become the standard OTEL_* environment of the
- * gateway's container (and of the sidecar's, from its `tracing` parameter), the collector's
- * headers come from a Secret, the NetworkPolicy lets spans out, and tracing off renders exactly
- * what it did before. Renders with a real `helm` binary (`HELM_BIN`, or `helm` on the PATH;
- * skipped otherwise); the schema checks run without one.
- */
-import { spawnSync } from "node:child_process";
-import {
-  accessSync,
-  constants,
-  cpSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { parse, parseAllDocuments } from "yaml";
+import { parse } from "yaml";
 import { parseKeyValueList } from "../../src/observability/tracing-settings.js";
+import { chartDefaults, helm, type K8sObject, renderChart, runHelm } from "./helm-cli.js";
 import {
   CHART_DIR,
   formatErrors,
@@ -29,53 +13,14 @@ import {
   validateValues,
 } from "./schema-tools.js";
 
-function findHelm(): string | undefined {
-  const candidates = [
-    process.env.HELM_BIN,
-    ...(process.env.PATH ?? "").split(delimiter).map((d) => join(d, "helm")),
-  ];
-  for (const candidate of candidates) {
-    if (!candidate) continue;
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {}
-  }
-  return undefined;
-}
-
-const helm = findHelm();
-
-function runHelm(args: string[]): { status: number; stdout: string; stderr: string } {
-  const result = spawnSync(helm!, args, { encoding: "utf8", timeout: 30_000 });
-  return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
-}
-
 interface EnvVar {
   name: string;
   value?: string;
   valueFrom?: Values;
 }
 
-type K8sObject = { kind: string; metadata: { name: string } } & Values;
-
 function render(sets: string[]): K8sObject[] {
-  const args = [
-    "template",
-    "rel",
-    CHART_DIR,
-    "--namespace",
-    "egress",
-    "--set",
-    "existingSecret=creds",
-  ];
-  for (const s of sets) args.push("--set", s);
-  const result = runHelm(args);
-  expect(result.stderr).toBe("");
-  expect(result.status).toBe(0);
-  return parseAllDocuments(result.stdout)
-    .map((d) => d.toJS() as K8sObject | null)
-    .filter((o): o is K8sObject => o !== null);
+  return renderChart([], ["existingSecret=creds", ...sets]);
 }
 
 function containerEnv(objects: K8sObject[]): EnvVar[] | undefined {
@@ -102,7 +47,7 @@ const ENABLED = [
   "tracing.endpoint=http://otel-collector.observability:4318",
 ];
 
-const defaults = parse(readFileSync(join(CHART_DIR, "values.yaml"), "utf8")) as Values;
+const defaults = chartDefaults;
 
 describe("tracing values in values.schema.json", () => {
   const valid = (tracing: Values) =>

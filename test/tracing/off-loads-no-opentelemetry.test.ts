@@ -5,31 +5,11 @@
  * every module resolved, and lists the CommonJS module cache too. The same harness with
  * tracing on must see the SDK, so the check can't pass by seeing nothing.
  */
-import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
-import ts from "typescript";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ROOT, useFreshProcess } from "../helpers/fresh-process-modules.js";
 
-const run = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, "../..");
 const SOURCES = ["tracing.ts", "tracing-settings.ts", "tracing-sdk.ts", "tracing-provider.ts"];
-
-const HOOKS = `
-import { appendFileSync } from "node:fs";
-export async function resolve(specifier, context, next) {
-  const result = await next(specifier, context);
-  appendFileSync(process.env.RESOLVED_LOG, result.url + "\\n");
-  return result;
-}
-`;
-
-const REGISTER = `
-import { register } from "node:module";
-register("./hooks.mjs", import.meta.url);
-`;
 
 // A request's walk through the API, then the loaded modules.
 const MAIN = `
@@ -48,43 +28,22 @@ console.log(JSON.stringify({ enabled: tracing.enabled, traceparent: traceparent 
 `;
 
 describe("tracing off loads no OpenTelemetry module", () => {
-  let dir: string;
-
-  beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), "bp-tracing-load-"));
-    symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
-    writeFileSync(join(dir, "package.json"), '{ "type": "module" }');
-    mkdirSync(join(dir, "observability"));
-    for (const file of SOURCES) {
-      const source = readFileSync(join(ROOT, "src/observability", file), "utf8");
-      const { outputText } = ts.transpileModule(source, {
-        compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-        fileName: file,
-      });
-      writeFileSync(join(dir, "observability", file.replace(/\.ts$/, ".js")), outputText);
-    }
-    writeFileSync(join(dir, "hooks.mjs"), HOOKS);
-    writeFileSync(join(dir, "register.mjs"), REGISTER);
-    writeFileSync(join(dir, "main.mjs"), MAIN);
-  });
-  afterAll(() => {
-    rmSync(dir, { recursive: true, force: true });
+  const fresh = useFreshProcess({
+    prefix: "bp-tracing-load-",
+    sources: () =>
+      SOURCES.map((file) => [
+        join(ROOT, "src/observability", file),
+        join("observability", file.replace(/\.ts$/, ".js")),
+      ]),
+    main: MAIN,
   });
 
   async function loadedWith(env: Record<string, string>) {
-    const log = join(dir, `resolved-${Math.random().toString(36).slice(2)}.log`);
-    writeFileSync(log, "");
-    const { stdout } = await run(process.execPath, ["--import", "./register.mjs", "main.mjs"], {
-      cwd: dir,
-      env: { PATH: process.env.PATH, RESOLVED_LOG: log, TRACING_ENV: JSON.stringify(env) },
-      timeout: 20_000,
-    });
-    const result = JSON.parse(stdout.trim().split("\n").at(-1)!) as {
+    const { result, resolved } = await fresh.run<{
       enabled: boolean;
       traceparent: string | null;
       cjs: string[];
-    };
-    const resolved = readFileSync(log, "utf8").split("\n").filter(Boolean);
+    }>({ TRACING_ENV: JSON.stringify(env) });
     const otel = (list: string[]) => list.filter((entry) => entry.includes("@opentelemetry"));
     return { ...result, resolved, otelResolved: otel(resolved), otelCjs: otel(result.cjs) };
   }

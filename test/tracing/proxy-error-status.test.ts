@@ -7,11 +7,8 @@
  */
 import { createServer } from "node:net";
 import { request } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Emulator } from "../../src/emulator/index.js";
-import { startTlsEmulator } from "../helpers/emulator.js";
-import { createTestPki, type TestPki } from "../helpers/tls.js";
-import { startTracedProxy, type TracedProxy } from "./proxy-fixture.js";
+import { describe, expect, it } from "vitest";
+import { useTracedProxyBench } from "./proxy-fixture.js";
 import { only } from "./tracing-fixture.js";
 
 const ERROR = 2;
@@ -26,38 +23,26 @@ async function closedPort(): Promise<number> {
 }
 
 describe("coded failures traced as errors", () => {
-  let pki: TestPki;
-  let emulator: Emulator;
-  let proxy: TracedProxy | undefined;
-
-  beforeAll(async () => {
-    pki = await createTestPki();
-    emulator = await startTlsEmulator(pki);
-  });
-  afterAll(() => emulator.close());
-  afterEach(async () => {
-    emulator.setTokenFault(undefined);
-    await proxy?.close();
-    proxy = undefined;
+  const bench = useTracedProxyBench({
+    beforeClose: (emulator) => emulator.setTokenFault(undefined),
   });
 
   it("upstream_unreachable: SERVER span ERROR with the code, every attempt too", async () => {
     const port = await closedPort();
-    proxy = await startTracedProxy({
-      caPem: pki.caPem,
+    bench.proxy = await bench.start({
       upstreams: [
         {
           name: "gone",
           baseUrl: `https://127.0.0.1:${port}`,
-          tokenUrl: `${emulator.url}/iam/v1/oauth2/token`,
+          tokenUrl: `${bench.emulator.url}/iam/v1/oauth2/token`,
         },
       ],
     });
-    const response = await request(`${proxy.url}/v1/things`);
+    const response = await request(`${bench.proxy.url}/v1/things`);
     expect(response.statusCode).toBe(502);
     await response.body.text();
 
-    const spans = await proxy.flushed();
+    const spans = await bench.proxy.flushed();
     const server = only(spans, "GET", "server");
     expect(server.status.code).toBe(ERROR);
     expect(server.attributes).toMatchObject({
@@ -77,7 +62,7 @@ describe("coded failures traced as errors", () => {
       expect(attempt.attributes["http.response.status_code"]).toBeUndefined();
       expect(attempt.attributes["server.port"]).toBe(port);
     }
-    expect(proxy.accessLines().at(-1)).toMatchObject({
+    expect(bench.proxy.accessLines().at(-1)).toMatchObject({
       errorCode: "upstream_unreachable",
       trace_id: server.traceId,
       span_id: server.spanId,
@@ -85,25 +70,24 @@ describe("coded failures traced as errors", () => {
   });
 
   it("token_unavailable: SERVER span and the token wait both ERROR with the code", async () => {
-    emulator.setTokenFault((_req, res) => {
+    bench.emulator.setTokenFault((_req, res) => {
       res.writeHead(500, { "content-type": "application/json" });
       res.end('{"error":"server_error"}');
     });
-    proxy = await startTracedProxy({
-      caPem: pki.caPem,
+    bench.proxy = await bench.start({
       upstreams: [
         {
           name: "sheets",
-          baseUrl: emulator.url,
+          baseUrl: bench.emulator.url,
           token: { waitTimeout: "500ms", timeout: "500ms", initialBackoff: "100ms" },
         },
       ],
     });
-    const response = await request(`${proxy.url}/echo/x`);
+    const response = await request(`${bench.proxy.url}/echo/x`);
     await response.body.text();
     expect(response.statusCode).toBe(503);
 
-    const spans = await proxy.flushed();
+    const spans = await bench.proxy.flushed();
     const server = only(spans, "GET", "server");
     expect(server.status.code).toBe(ERROR);
     expect(server.attributes).toMatchObject({
@@ -119,15 +103,14 @@ describe("coded failures traced as errors", () => {
   });
 
   it("an upstream 4xx: the CLIENT span fails, the SERVER span does not", async () => {
-    proxy = await startTracedProxy({
-      caPem: pki.caPem,
-      upstreams: [{ name: "sheets", baseUrl: emulator.url }],
+    bench.proxy = await bench.start({
+      upstreams: [{ name: "sheets", baseUrl: bench.emulator.url }],
     });
-    const response = await request(`${proxy.url}/no-such-route`);
+    const response = await request(`${bench.proxy.url}/no-such-route`);
     await response.body.text();
     expect(response.statusCode).toBe(404);
 
-    const spans = await proxy.flushed();
+    const spans = await bench.proxy.flushed();
     const server = only(spans, "GET", "server");
     expect(server.status.code).toBe(0);
     expect(server.attributes["error.type"]).toBeUndefined();

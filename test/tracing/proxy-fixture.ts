@@ -4,9 +4,11 @@
  * OTLP/HTTP receiver on 127.0.0.1; the upstream and its token endpoint are the built-in
  * emulator over TLS (test PKI). Every log line is kept (access lines included).
  */
+
+import { afterAll, afterEach, beforeAll } from "vitest";
 import { type App, buildApp } from "../../src/app.js";
 import { DEMO_CLIENT } from "../../src/emulator/emulator.js";
-import type { EchoResponse } from "../../src/emulator/index.js";
+import type { EchoResponse, Emulator } from "../../src/emulator/index.js";
 import { createMetrics } from "../../src/observability/metrics.js";
 import {
   createTracing,
@@ -16,11 +18,14 @@ import {
 } from "../../src/observability/tracing.js";
 import type { OtlpProtocol } from "../../src/observability/tracing-settings.js";
 import { createCapturingLogger, loadTestConfig } from "../helpers/app-under-test.js";
+import { startTlsEmulator } from "../helpers/emulator.js";
 import {
   type CollectedSpan,
   type OtlpReceiver,
   startOtlpReceiver,
 } from "../helpers/otlp-receiver.js";
+import { createTestPki, type TestPki } from "../helpers/tls.js";
+import { waitFor } from "../helpers/wait.js";
 
 export interface TracedProxyOptions {
   /** CA the upstreams' certificates chain to. */
@@ -102,6 +107,12 @@ export async function startTracedProxy(options: TracedProxyOptions): Promise<Tra
     records: captured.records,
     accessLines: () => captured.records.filter((r) => r.msg === "request"),
     async flushed() {
+      // A client can read the whole answer before the proxy's 'finish' ends the SERVER span:
+      // wait until no request is in flight, then export.
+      await waitFor(
+        () => app.proxies.every((proxy) => proxy.inFlight() === 0),
+        "requests to finish",
+      );
       await tracing.forceFlush();
       return receiver.spans;
     },
@@ -130,4 +141,40 @@ export function echoedHeader(echo: EchoResponse, name: string): string {
     throw new Error(`upstream got ${values.length} ${name} fields: ${JSON.stringify(values)}`);
   }
   return values[0]!;
+}
+
+export interface TracedProxyBench {
+  pki: TestPki;
+  /** The TLS emulator (upstream and token endpoint), shared by the describe block. */
+  emulator: Emulator;
+  /** The proxy a test started; closed after each test. */
+  proxy: TracedProxy | undefined;
+  /** `startTracedProxy` with the bench's CA. */
+  start(options: Omit<TracedProxyOptions, "caPem">): Promise<TracedProxy>;
+}
+
+/**
+ * One emulator for the describe block (started in `beforeAll`, closed in `afterAll`) and a proxy
+ * per test in `bench.proxy`, closed in `afterEach` after `beforeClose` (resetting a fault, …).
+ */
+export function useTracedProxyBench(
+  options: { beforeClose?: (emulator: Emulator) => void } = {},
+): TracedProxyBench {
+  const bench: TracedProxyBench = {
+    pki: undefined as unknown as TestPki,
+    emulator: undefined as unknown as Emulator,
+    proxy: undefined,
+    start: (proxyOptions) => startTracedProxy({ caPem: bench.pki.caPem, ...proxyOptions }),
+  };
+  beforeAll(async () => {
+    bench.pki = await createTestPki();
+    bench.emulator = await startTlsEmulator(bench.pki);
+  });
+  afterAll(() => bench.emulator.close());
+  afterEach(async () => {
+    options.beforeClose?.(bench.emulator);
+    await bench.proxy?.close();
+    bench.proxy = undefined;
+  });
+  return bench;
 }

@@ -4,44 +4,29 @@
  * break in two; `parentbased_traceidratio` follows a sampled parent even at ratio 0.
  */
 import { request } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { EchoResponse, Emulator } from "../../src/emulator/index.js";
+import { describe, expect, it } from "vitest";
+import type { EchoResponse } from "../../src/emulator/index.js";
 import type { TracingEnv } from "../../src/observability/tracing.js";
-import { startTlsEmulator } from "../helpers/emulator.js";
-import { createTestPki, type TestPki } from "../helpers/tls.js";
-import { echoedHeader, startTracedProxy, type TracedProxy } from "./proxy-fixture.js";
+import { echoedHeader, useTracedProxyBench } from "./proxy-fixture.js";
 import { only, parseTraceparent } from "./tracing-fixture.js";
 
 const CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN = "00f067aa0ba902b7";
 
 describe("sampling through the proxy", () => {
-  let pki: TestPki;
-  let emulator: Emulator;
-  let proxy: TracedProxy | undefined;
-
-  beforeAll(async () => {
-    pki = await createTestPki();
-    emulator = await startTlsEmulator(pki);
-  });
-  afterAll(() => emulator.close());
-  afterEach(async () => {
-    await proxy?.close();
-    proxy = undefined;
-  });
+  const bench = useTracedProxyBench();
 
   const start = async (env: TracingEnv) => {
-    proxy = await startTracedProxy({
-      caPem: pki.caPem,
+    bench.proxy = await bench.start({
       env,
-      upstreams: [{ name: "sheets", baseUrl: emulator.url }],
+      upstreams: [{ name: "sheets", baseUrl: bench.emulator.url }],
     });
-    return proxy;
+    return bench.proxy;
   };
 
   /** GET through the proxy; the traceparent the upstream received. */
   const upstreamTraceparent = async (headers: Record<string, string> = {}) => {
-    const response = await request(`${proxy!.url}/echo/sampled`, { headers });
+    const response = await request(`${bench.proxy!.url}/echo/sampled`, { headers });
     expect(response.statusCode).toBe(200);
     return parseTraceparent(
       echoedHeader((await response.body.json()) as EchoResponse, "traceparent"),
@@ -63,9 +48,9 @@ describe("sampling through the proxy", () => {
     expect(started.traceId).not.toBe(CLIENT_TRACE);
     expect(started.traceId).not.toBe("0".repeat(32));
 
-    expect(await proxy!.flushed()).toEqual([]);
+    expect(await bench.proxy!.flushed()).toEqual([]);
     // The access line still names the trace, so the upstream's own logs can be joined.
-    expect(proxy!.accessLines().map((line) => line.trace_id)).toEqual([
+    expect(bench.proxy!.accessLines().map((line) => line.trace_id)).toEqual([
       CLIENT_TRACE,
       started.traceId,
     ]);
@@ -87,7 +72,7 @@ describe("sampling through the proxy", () => {
     const root = await upstreamTraceparent();
     expect(root.flags).toBe("00");
 
-    const spans = await proxy!.flushed();
+    const spans = await bench.proxy!.flushed();
     expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([CLIENT_TRACE]));
     const server = only(spans, "GET", "server");
     expect(server.parentSpanId).toBe(CLIENT_SPAN);

@@ -5,43 +5,23 @@
  * stable HTTP semantic conventions, over both OTLP/HTTP encodings.
  */
 import { request } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { EchoResponse, Emulator } from "../../src/emulator/index.js";
-import { startTlsEmulator } from "../helpers/emulator.js";
-import { createTestPki, type TestPki } from "../helpers/tls.js";
-import {
-  echoedHeader,
-  echoedHeaders,
-  startTracedProxy,
-  type TracedProxy,
-} from "./proxy-fixture.js";
+import { describe, expect, it } from "vitest";
+import type { EchoResponse } from "../../src/emulator/index.js";
+import { echoedHeader, echoedHeaders, useTracedProxyBench } from "./proxy-fixture.js";
 import { only, PROTOCOLS, parseTraceparent } from "./tracing-fixture.js";
 
 const CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN = "00f067aa0ba902b7";
 
 describe.each(PROTOCOLS)("proxy span tree over %s", (protocol) => {
-  let pki: TestPki;
-  let emulator: Emulator;
-  let proxy: TracedProxy | undefined;
-
-  beforeAll(async () => {
-    pki = await createTestPki();
-    emulator = await startTlsEmulator(pki);
-  });
-  afterAll(() => emulator.close());
-  afterEach(async () => {
-    await proxy?.close();
-    proxy = undefined;
-  });
+  const bench = useTracedProxyBench();
 
   const start = async () => {
-    proxy = await startTracedProxy({
-      caPem: pki.caPem,
+    bench.proxy = await bench.start({
       protocol,
-      upstreams: [{ name: "orders", baseUrl: emulator.url }],
+      upstreams: [{ name: "orders", baseUrl: bench.emulator.url }],
     });
-    return proxy;
+    return bench.proxy;
   };
 
   it("continues the client's trace through the proxy to the upstream", async () => {
@@ -83,9 +63,9 @@ describe.each(PROTOCOLS)("proxy span tree over %s", (protocol) => {
     });
     expect(client.attributes).toEqual({
       "http.request.method": "GET",
-      "url.full": `${emulator.url}/echo/orders/42`,
+      "url.full": `${bench.emulator.url}/echo/orders/42`,
       "server.address": "127.0.0.1",
-      "server.port": emulator.port,
+      "server.port": bench.emulator.port,
       "http.response.status_code": 200,
       "network.protocol.version": "1.1",
       "bearer_proxy.upstream": "orders",

@@ -2,9 +2,10 @@
  * Tracing on, exporting to a real OTLP receiver on 127.0.0.1, with every log line kept.
  * `close()` shuts both down (call it in afterEach).
  */
-import { createLogger, type Logger } from "../../src/observability/logger.js";
+import type { Logger } from "../../src/observability/logger.js";
 import { createTracing, type Tracing, type TracingEnv } from "../../src/observability/tracing.js";
 import type { OtlpProtocol } from "../../src/observability/tracing-settings.js";
+import { createCapturingLogger } from "../helpers/app-under-test.js";
 import {
   type CollectedSpan,
   type OtlpReceiver,
@@ -26,19 +27,7 @@ export interface TracingFixture {
 }
 
 export function capturingLogger(): Pick<TracingFixture, "logger" | "lines" | "records"> {
-  const lines: string[] = [];
-  const records: Record<string, unknown>[] = [];
-  const logger = createLogger({
-    level: "debug",
-    format: "json",
-    destination: {
-      write(line: string) {
-        lines.push(line);
-        records.push(JSON.parse(line) as Record<string, unknown>);
-      },
-    },
-  });
-  return { logger, lines, records };
+  return createCapturingLogger("debug");
 }
 
 export async function startTracingFixture(
