@@ -6,6 +6,7 @@
  * upstream's `allow` names callers.
  */
 
+import { rulesNameCallers } from "../callers/allow.js";
 import type { CallerAuthenticator } from "../callers/authenticate.js";
 import { type CallerGate, createCallerGate } from "../callers/caller-gate.js";
 import { createDenialLog, type DenialLog } from "../callers/denial-log.js";
@@ -23,13 +24,9 @@ export interface CallerSources {
   close(): Promise<void>;
 }
 
-const IDENTITY_KEYS = ["user", "serviceAccount", "namespace"];
-
 /** True when some upstream's rules name callers (not only addresses). */
 function namesCallers(config: ProxyConfig): boolean {
-  return config.upstreams.some((u) =>
-    u.allow?.some((rule) => IDENTITY_KEYS.some((key) => key in rule)),
-  );
+  return config.upstreams.some((u) => rulesNameCallers(u.allow));
 }
 
 export function buildCallerSources(deps: { logger: Logger; metrics: Metrics }): CallerSources {

@@ -9,7 +9,9 @@
  * budgets and retry window carry over) and builds the others; the replaced ones close once the
  * requests of the old configuration are done (`retain`).
  */
+
 import { isWorthShowing, type RateLimitStatus, rateLimitStatus } from "../admin/status-pacing.js";
+import { rulesNameCallers } from "../callers/allow.js";
 import { DEFAULTS } from "../config/normalize.js";
 import type { ProxyConfig, RedisCacheConfig, UpstreamConfig } from "../config/types.js";
 import { parseDurationMs } from "../config/units.js";
@@ -47,8 +49,6 @@ export interface Pacers {
 
 /** How long a request waits out an upstream's pause when the upstream has no `rateLimit`. */
 const PAUSE_WAIT_MS = parseDurationMs(DEFAULTS.upstream.rateLimit.wait);
-/** Allow rule keys that identify a caller (the others match addresses). */
-const IDENTITY_KEYS = ["user", "serviceAccount", "namespace"];
 /** A Redis failure is logged at warn at most this often (each pacer reports one per second). */
 const REDIS_WARN_INTERVAL_MS = 60_000;
 
@@ -125,7 +125,7 @@ export function createPacers(
         pauseKey,
       });
     }
-    if (rateLimit?.by === "caller" && !identifiesCallers(upstream)) {
+    if (rateLimit?.by === "caller" && !rulesNameCallers(upstream.allow)) {
       logger.info(
         { upstream: upstream.name },
         "rateLimit.by is caller, but no allow rule of this upstream identifies callers (user, serviceAccount, namespace): each peer address gets its own budget",
@@ -204,12 +204,8 @@ function settingsKey(upstream: UpstreamConfig, pauseKey: string): string {
     upstream.rateLimit ?? null,
     upstream.retry,
     // The start line about `by: caller` depends on the rules.
-    upstream.rateLimit?.by === "caller" ? identifiesCallers(upstream) : null,
+    upstream.rateLimit?.by === "caller" ? rulesNameCallers(upstream.allow) : null,
   ]);
-}
-
-function identifiesCallers(upstream: UpstreamConfig): boolean {
-  return upstream.allow?.some((rule) => IDENTITY_KEYS.some((key) => key in rule)) ?? false;
 }
 
 /** Waiting requests by upstream: every limited upstream (0 too), others only while some wait. */

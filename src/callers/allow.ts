@@ -15,11 +15,17 @@ import {
   unmapIpv4,
 } from "./types.js";
 
-export { type ParsedCidr, parseCidr } from "./cidr.js";
+/**
+ * True when some rule names callers (user, serviceAccount, namespace), not only addresses:
+ * such a list needs the authenticator, and a request without a credential gets a 407.
+ */
+export function rulesNameCallers(rules: readonly AllowRule[] | undefined): boolean {
+  return rules?.some((rule) => !("cidr" in rule)) ?? false;
+}
 
 /** One rule in short form for logs and /status: `cidr 10.12.0.0/16`, `user x`, `sa ns/*`. */
 export function summarizeAllowRule(rule: AllowRule): string {
-  if ("cidr" in rule) return `cidr ${rule.cidr}`;
+  if ("cidr" in rule) return `cidr ${rule.cidr.trim()}`;
   if ("user" in rule) return `user ${rule.user}`;
   if ("serviceAccount" in rule) return `sa ${rule.serviceAccount}`;
   return `sa ${rule.namespace}/*`;
@@ -66,7 +72,6 @@ export function compileAllowRules(rules: readonly AllowRule[]): AllowPolicy {
   const users = new Set<string>();
   /** namespace → service-account names, or "*" for the whole namespace. */
   const serviceAccounts = new Map<string, Set<string> | "*">();
-  const summary: string[] = [];
 
   const addServiceAccount = (namespace: string, name: string) => {
     const existing = serviceAccounts.get(namespace);
@@ -82,25 +87,21 @@ export function compileAllowRules(rules: readonly AllowRule[]): AllowPolicy {
       if (!cidr.ok) throw new TypeError(`allow cidr: ${cidr.message}`);
       addresses.addSubnet(cidr.address, cidr.prefix, cidr.family);
       hasCidr = true;
-      summary.push(`cidr ${cidr.text}`);
     } else if ("user" in rule) {
       users.add(rule.user);
-      summary.push(`user ${rule.user}`);
     } else if ("serviceAccount" in rule) {
       const sa = parseServiceAccountRule(rule.serviceAccount);
       if (!sa.ok) throw new TypeError(`allow serviceAccount: ${sa.message}`);
       addServiceAccount(sa.namespace, sa.name);
-      summary.push(`sa ${sa.namespace}/${sa.name}`);
     } else if ("namespace" in rule) {
       addServiceAccount(rule.namespace, "*");
-      summary.push(`sa ${rule.namespace}/*`);
     } else {
       throw new TypeError(`allow rule without cidr, user, serviceAccount or namespace`);
     }
   }
 
   return Object.freeze({
-    needsCredential: users.size > 0 || serviceAccounts.size > 0,
+    needsCredential: rulesNameCallers(rules),
     allowsAddress(ip: string) {
       if (!hasCidr) return false;
       // Node's BlockList matches ::ffff:a.b.c.d against IPv4 subnets itself (and the reverse);
@@ -117,7 +118,7 @@ export function compileAllowRules(rules: readonly AllowRule[]): AllowPolicy {
       const names = serviceAccounts.get(caller.namespace);
       return names === "*" || (names?.has(caller.name) ?? false);
     },
-    summary: Object.freeze(summary),
+    summary: Object.freeze(rules.map(summarizeAllowRule)),
   });
 }
 

@@ -36,8 +36,6 @@ export type GateVerdict =
 export interface CallerGate {
   /** The decision for a routed request: now, or once its credential is verified. Never rejects. */
   check(upstream: string, req: IncomingMessage): GateVerdict | Promise<GateVerdict>;
-  /** An upstream's rules in short form (`cidr 10.0.0.0/8`, `user x`, `sa ns/*`); undefined: open. */
-  rulesOf(upstream: string): readonly string[] | undefined;
   /** Resolves once the authenticator (if any) is loaded; rejects when its files are unusable. */
   ready(): Promise<void>;
 }
@@ -166,9 +164,6 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
       const cached = authenticator?.peek(header);
       if (cached) return decide(upstream, policy, peer, cached);
       return verifyThenDecide(upstream, policy, peer, header);
-    },
-    rulesOf(upstream) {
-      return policies.get(upstream)?.summary;
     },
     async ready() {
       await loading;

@@ -13,11 +13,6 @@ export interface FailureThrottle {
   blockedFor(address: string): number;
   /** One more failed credential from `address`; may start a block. */
   recordFailure(address: string): void;
-  /**
-   * A credential from `address` verified: its failure count starts over. A block in force stays
-   * (a blocked address is not verified, so this is a success from before the block).
-   */
-  recordSuccess(address: string): void;
 }
 
 export interface FailureThrottleOptions {
@@ -76,13 +71,6 @@ export function createFailureThrottle(options: FailureThrottleOptions = {}): Fai
         state.failures = 0;
         state.windowStartMs = at;
       }
-    },
-    recordSuccess(address) {
-      const key = unmapIpv4(address);
-      const state = states.peek(key);
-      if (!state) return;
-      if (state.blockedUntilMs > now()) state.failures = 0;
-      else states.delete(key);
     },
   };
 }

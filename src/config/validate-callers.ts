@@ -11,7 +11,6 @@ import { describeValue, type IssueList, type IssuePath, isObject } from "./issue
 import { type PathContext, resolveFilePath } from "./normalize.js";
 
 const LOOPBACK_HOSTS = /^(127\.\d+\.\d+\.\d+|::1|\[::1\]|localhost)$/i;
-const IDENTITY_RULES = ["user", "serviceAccount", "namespace"] as const;
 
 export async function validateCallers(
   doc: Record<string, unknown>,
@@ -184,9 +183,4 @@ function warnOpenGateway(
     ["upstreams"],
     `${exposed.length} upstreams listen on a non-loopback address and none has an allow list: anyone who can reach the port uses every credential (see docs/callers.md)`,
   );
-}
-
-/** True when the rule list names callers (not only addresses): 407 challenges apply. */
-export function rulesNeedCredential(rules: readonly Record<string, unknown>[]): boolean {
-  return rules.some((rule) => IDENTITY_RULES.some((key) => key in rule));
 }

@@ -35,7 +35,12 @@ import type { Admission } from "./pacing/limiter.js";
 import { parseRetryAfter } from "./pacing/pause.js";
 import { isRetrySafe, type RetryReason, retryDelayMs, shouldRetry } from "./pacing/retry-policy.js";
 import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
-import { type MappedProxyError, mapUpstreamError, sendProxyError } from "./proxy-errors.js";
+import {
+  errorCodes,
+  type MappedProxyError,
+  mapUpstreamError,
+  sendProxyError,
+} from "./proxy-errors.js";
 import {
   clientGetsChunked,
   earlyHints,
@@ -745,10 +750,5 @@ function retryReasonOf(err: unknown, mapped: MappedProxyError): RetryReason | un
   if (mapped.code === "upstream_reset") return "reset";
   if (mapped.code === "upstream_unreachable") return "connect";
   if (mapped.code !== "upstream_timeout") return undefined;
-  let current: unknown = err;
-  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
-    if ((current as { code?: unknown }).code === "UND_ERR_CONNECT_TIMEOUT") return "connect";
-    current = current.cause;
-  }
-  return undefined;
+  return errorCodes(err).includes("UND_ERR_CONNECT_TIMEOUT") ? "connect" : undefined;
 }

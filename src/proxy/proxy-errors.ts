@@ -81,7 +81,7 @@ const RESET_CODES = new Set([
 ]);
 
 /** Error codes along the `cause` chain (undici and ProxyAgent wrap the socket's error). */
-function errorCodes(err: unknown): string[] {
+export function errorCodes(err: unknown): string[] {
   const codes: string[] = [];
   let current: unknown = err;
   for (let depth = 0; depth < 5 && current instanceof Error; depth++) {

@@ -196,7 +196,8 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     }
     inflight = false;
     fetchAbort = undefined;
-    span.end(response ? undefined : ERROR_CODES[toTokenError(failure, where).code]);
+    const error = response ? undefined : toTokenError(failure, where);
+    span.end(error && ERROR_CODES[error.code]);
     if (fetchSpan === span) fetchSpan = undefined;
     if (closed) return;
     lastFetchDurationMs = clock.now() - startMs;
@@ -205,7 +206,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       options.metrics?.tokenFetchDurationSeconds.observe({ upstream }, lastFetchDurationMs / 1000);
     }
     if (response && credentials) onSuccess(response, credentials.version, startMs, dpop, boundJkt);
-    else onFailure(toTokenError(failure, where), credentials?.version);
+    else onFailure(error ?? toTokenError(failure, where), credentials?.version);
   }
 
   /** `dpop`: the key the request proved possession of; `boundJkt`: its thumbprint then. */

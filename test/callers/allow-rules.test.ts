@@ -2,9 +2,9 @@ import { describe, expect, it } from "vitest";
 import {
   compileAllowRules,
   decideAccess,
-  parseCidr,
   parseServiceAccountRule,
 } from "../../src/callers/allow.js";
+import { parseCidr } from "../../src/callers/cidr.js";
 import { type Authentication, addressLabel, callerLabel } from "../../src/callers/types.js";
 
 const sa = (namespace: string, name: string) =>

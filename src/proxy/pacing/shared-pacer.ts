@@ -346,7 +346,7 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
   }
 
   function pause(untilMs: number, reason: PauseReason): void {
-    pauses.pause(pauseKey, untilMs, reason);
+    // `alone` records it in the shared pause table under the same key.
     alone.pause(untilMs, reason);
     const nowMs = clock.now();
     const pauseUntilMs = pauses.untilMs(pauseKey, nowMs);
