@@ -541,7 +541,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     );
   }
 
-  /** Made only when a resend has to wait for its turn; a hang-up aborts it. */
+  /** Made only when a resend has to wait (for its turn, or a new token); a hang-up aborts it. */
   private turnWaitSignal(): AbortSignal {
     this.turnWait ??= new AbortController();
     return this.turnWait.signal;
@@ -643,11 +643,9 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 
   private async replayAfter401(held: HeldResponse): Promise<void> {
-    const { tokens } = this.o;
     let fresh: AccessToken | undefined;
     try {
-      tokens.invalidate(this.token);
-      fresh = tokens.peekToken() ?? (await tokens.getToken());
+      fresh = await this.freshToken();
     } catch {
       fresh = undefined;
     }
@@ -669,6 +667,29 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.sendAgain(undefined, () => this.relayHeld(held));
   }
 
+  /**
+   * A token other than the rejected one: one another request got already, or the one the
+   * invalidation fetches. That wait is a span of the request's trace as the first wait is
+   * (request-dispatch.ts), and the fetch its child: after a 401 it is often where the time
+   * went. A hang-up ends it. The rejected token back means the 401 stands (too young to drop).
+   */
+  private async freshToken(): Promise<AccessToken> {
+    const { upstream, tokens } = this.o;
+    const current = tokens.peekToken();
+    if (current !== undefined && current.value !== this.token.value) return current;
+    const wait = (this.o.span ?? NO_SPAN).startTokenSpan(upstream.name);
+    const signal = this.turnWaitSignal();
+    try {
+      tokens.invalidate(this.token, wait);
+      const token = tokens.peekToken() ?? (await tokens.getToken(signal, wait));
+      wait.end();
+      return token;
+    } catch (err) {
+      wait.end(signal.aborted ? "client_closed" : mapUpstreamError(err, upstream.name).code);
+      throw err;
+    }
+  }
+
   private fail(mapped: MappedProxyError): void {
     if (this.finished) return;
     const { res, upstream } = this.o;
@@ -684,6 +705,22 @@ export class Exchange implements Dispatcher.DispatchHandler {
       errorCode: mapped.code,
       cause: mapped.cause,
     });
+  }
+
+  /**
+   * The upstream answered an Upgrade request with 101 and undici handed its connection over
+   * (upgrade-dispatcher.ts): the attempt ends here, and the exchange with it. `onDone` is not
+   * called: the upgrade handler owns the connection now and finishes the request itself.
+   */
+  switchedProtocols(statusCode: number): void {
+    if (this.finished) return;
+    this.finished = true;
+    clearTimeout(this.queueTimer);
+    clearTimeout(this.drainTimer);
+    const attempt = this.attempt;
+    this.attempt = undefined;
+    // 101 exists in HTTP/1.1 only (RFC 9113 §8.6), and upgrades never go over HTTP/2.
+    attempt?.end(statusCode, undefined, "1.1");
   }
 
   /** Ends the current attempt's span (an attempt retried or replayed ends before the next). */

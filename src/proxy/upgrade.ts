@@ -12,6 +12,10 @@
  * `upgrades` is ignored, as RFC 9110 §7.8 allows, and the request is served as a plain one —
  * except WebSocket, refused with 501: a WebSocket client fails on any answer but 101 anyway, and
  * the code says why.
+ *
+ * Traced as a plain request is (observability/tracing.ts): a SERVER span continuing the
+ * client's `traceparent`, a CLIENT span per attempt (the Exchange's), a token wait when there is
+ * one. The SERVER span ends with the handshake's answer, not with the tunnel (see onUpgrade).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
@@ -22,6 +26,7 @@ import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
+import { NOOP_TRACING, type ServerSpan, type Tracing } from "../observability/tracing.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
 import type { AccessLog } from "./access-log.js";
 import { type Exchange, startExchange } from "./forward.js";
@@ -56,6 +61,8 @@ export interface UpgradeHandlerDeps {
   upgradeLoad: ProcessLoad;
   /** Who may use which upstream; undefined: everyone. */
   callerGate?: CallerGate | undefined;
+  /** Request and upstream-attempt spans, as for plain requests; default: off. */
+  tracing?: Tracing | undefined;
 }
 
 export interface UpgradeHandler {
@@ -101,10 +108,13 @@ const RELAY_ERROR: Record<NonNullable<RelayOutcome["reason"]>, string | undefine
 
 export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
   const recordRequest = createRequestRecorder(deps.metrics, deps.accessLog);
+  const tracing = deps.tracing ?? NOOP_TRACING;
   const router = createRouter(deps.upstreams);
   const injectors = new Map<string, HeaderInjector>();
+  // Traced, each attempt writes its own trace fields in place of the client's (request-plan.ts).
+  const injectorOptions = { dropTraceContext: tracing.enabled };
   for (const upstream of deps.upstreams) {
-    injectors.set(upstream.name, createHeaderInjector(upstream));
+    injectors.set(upstream.name, createHeaderInjector(upstream, injectorOptions));
   }
   const isKnownHost = (authority: string) => router.isKnownHost(authority);
   const relays = new Set<UpgradeRelay>();
@@ -140,7 +150,25 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
     let abortWait: AbortController | undefined;
     let exchange: Exchange | undefined;
     let caller: string | undefined;
+    let span: ServerSpan | undefined;
     waiting++;
+
+    /**
+     * The SERVER span, started once this is known to be an upgrade (an ignored protocol goes to
+     * the request handler, which starts its own) or when it ends before that.
+     */
+    function serverSpan(): ServerSpan {
+      span ??= tracing.startServerSpan(req);
+      return span;
+    }
+
+    /** Ends the SERVER span with the answer the client got to its Upgrade request. */
+    function endSpan(status: number, errorCode?: string): void {
+      const server = serverSpan();
+      if (upstreamName !== NO_UPSTREAM) server.setUpstream(upstreamName);
+      if (pathname) server.setPath(pathname);
+      server.end(status, errorCode);
+    }
 
     const finish = (
       status: number,
@@ -154,7 +182,10 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
     ) => {
       if (finished) return;
       finished = true;
-      if (!upgraded) waiting--;
+      if (!upgraded) {
+        waiting--;
+        endSpan(status, extra.errorCode);
+      }
       if (admitted) {
         deps.upgradeLoad.leave();
         deps.metrics.upgradesOpen.dec();
@@ -172,6 +203,8 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         errorCode: extra.errorCode,
         cause: extra.cause,
         caller,
+        traceId: span?.traceId,
+        spanId: span?.spanId,
       });
     };
 
@@ -239,6 +272,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         deps.serveAsRequest(req, res);
         return;
       }
+      serverSpan();
       upstreamName = upstream.name;
       routed = true;
       recordRequest.markInFlight(upstreamName);
@@ -300,7 +334,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
       const path = upstreamPath(upstream, guard.pathAndQuery);
 
       const onUpgrade = (
-        _status: number,
+        status: number,
         rawHeaders: readonly (Buffer | string)[],
         upstreamSocket: Duplex,
       ) => {
@@ -310,7 +344,12 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         }
         upgraded = true;
         waiting--;
+        exchange?.switchedProtocols(status);
         exchange = undefined;
+        // The span ends with the request's answer, the 101, not with the tunnel: one open for
+        // hours would reach the collector only then (or never) and read as the request's
+        // latency. The tunnel's length and bytes go on the access line when it closes.
+        endSpan(status);
         res.detachSocket(client);
         upstreamSocket.on("error", ignore);
         client.write(switchingProtocolsHead(rawHeaders));
@@ -373,6 +412,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
           minDataRateGraceMs: deps.limits.minDataRateGraceMs,
           // No parser is left on this connection: it closes after any answer but a 101.
           closeConnection: () => true,
+          span: serverSpan(),
           onDone: (outcome) => {
             exchange = undefined;
             finish(outcome.status, {
@@ -392,16 +432,26 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         return;
       }
       abortWait = new AbortController();
+      const { signal } = abortWait;
+      // As for a plain request (request-dispatch.ts): the wait is part of the trace.
+      const wait = serverSpan().startTokenSpan(upstream.name);
       tokens
-        .getToken(abortWait.signal)
-        .then(dispatch, (err: unknown) => {
-          if (finished) return;
-          const mapped = mapUpstreamError(err, upstream.name);
-          fail(mapped.code, mapped.message, {
-            retryAfterSeconds: mapped.retryAfterSeconds,
-            cause: err,
-          });
-        })
+        .getToken(signal, wait)
+        .then(
+          (token) => {
+            wait.end();
+            dispatch(token);
+          },
+          (err: unknown) => {
+            const mapped = mapUpstreamError(err, upstream.name);
+            wait.end(signal.aborted ? "client_closed" : mapped.code);
+            if (finished) return;
+            fail(mapped.code, mapped.message, {
+              retryAfterSeconds: mapped.retryAfterSeconds,
+              cause: err,
+            });
+          },
+        )
         // A bug after the token arrived must cost this request, never the process.
         .catch((err: unknown) => {
           deps.logger.error({ err, upstream: upstream.name }, "upgrade handler failed");

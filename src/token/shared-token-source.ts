@@ -119,8 +119,8 @@ export function createSharedTokenSourceFactory(
     return {
       getToken: (signal, waiter) => source.getToken(signal, waiter),
       peekToken: () => source.peekToken(),
-      invalidate(token: AccessToken) {
-        const dropped = source.invalidate(token);
+      invalidate(token, waiter) {
+        const dropped = source.invalidate(token, waiter);
         // The next fetch must not pick the rejected token up from Redis again.
         if (dropped) rejectedFingerprint = token.fingerprint;
         return dropped;

@@ -184,7 +184,7 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
         return sourceFor(group).getToken(signal, waiter);
       },
       peekToken: () => (closed ? undefined : sourceFor(group).peekToken()),
-      invalidate: (token) => peek(group.key)?.invalidate(token) ?? false,
+      invalidate: (token, waiter) => peek(group.key)?.invalidate(token, waiter) ?? false,
       start() {
         if (!closed) sourceFor(group).start();
       },

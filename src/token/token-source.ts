@@ -87,6 +87,8 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
   let inflight = false;
   /** The span of the fetch in flight, for waiters that did not start it to link to. */
   let fetchSpan: TokenSpan | undefined;
+  /** The wait that started the current fetch (its parent): it needs no link to its own child. */
+  let fetchCause: TokenSpan | undefined;
   const tracing = options.tracing ?? NOOP_TRACING;
   let fetchAbort: AbortController | undefined;
   let timer: unknown;
@@ -172,6 +174,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     lastFetchStartMs = clock.now();
     fetchCount++;
     fetchAbort = new AbortController();
+    fetchCause = cause;
     fetchSpan = tracing.startTokenFetchSpan(options.upstream, {
       parent: cause,
       tokenUrl: spec.tokenUrl,
@@ -198,7 +201,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     fetchAbort = undefined;
     const error = response ? undefined : toTokenError(failure, where);
     span.end(error && ERROR_CODES[error.code]);
-    if (fetchSpan === span) fetchSpan = undefined;
+    if (fetchSpan === span) fetchSpan = fetchCause = undefined;
     if (closed) return;
     lastFetchDurationMs = clock.now() - startMs;
     lastFetchAtWallMs = clock.wallNow();
@@ -358,7 +361,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       if (current) return Promise.resolve(current);
       if (signal?.aborted) return Promise.reject(signal.reason);
       // A fetch already under way (a refresh, another request's): this wait links to it.
-      if (inflight && fetchSpan && waiter) waiter.addLink(fetchSpan);
+      if (inflight && fetchSpan && waiter && waiter !== fetchCause) waiter.addLink(fetchSpan);
       // Respect a pending backoff; otherwise make sure a fetch is coming.
       if (!inflight && (consecutiveFailures === 0 || timer === undefined)) requestFetch(waiter);
       const deadlineMs = clock.now() + policy.waitTimeoutMs;
@@ -375,7 +378,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       noteUse(current);
       return current;
     },
-    invalidate(stale: AccessToken): boolean {
+    invalidate(stale: AccessToken, waiter?: TokenSpan): boolean {
       if (closed || !token || token.value !== stale.value) return false;
       const ageMs = clock.now() - token.obtainedAtMs;
       if (ageMs < policy.minAgeBeforeInvalidateMs) return false;
@@ -384,7 +387,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
         "token invalidated after an upstream 401",
       );
       token = undefined;
-      if (!inflight && (consecutiveFailures === 0 || timer === undefined)) requestFetch();
+      if (!inflight && (consecutiveFailures === 0 || timer === undefined)) requestFetch(waiter);
       return true;
     },
     start() {

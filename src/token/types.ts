@@ -95,9 +95,10 @@ export interface TokenProvider {
   /**
    * The upstream answered 401 to `token`: drop it if it is still the cached one and older than
    * minAgeBeforeInvalidateMs. Returns true if it was dropped; a fetch then follows as soon as
-   * a pending backoff and minRefreshIntervalMs allow.
+   * a pending backoff and minRefreshIntervalMs allow. `waiter`: the request's token wait, which
+   * the fetch this starts joins (its trace), as in getToken.
    */
-  invalidate(token: AccessToken): boolean;
+  invalidate(token: AccessToken, waiter?: TokenSpan): boolean;
   /** Start the first fetch now (prefetch) if none has happened. */
   start(): void;
   status(): TokenStatus;

@@ -5,22 +5,11 @@
  * request's token wait too). A 4xx the upstream answers is the client's doing: the SERVER span
  * stays unset while its CLIENT span fails.
  */
-import { createServer } from "node:net";
 import { request } from "undici";
 import { describe, expect, it } from "vitest";
+import { closedPort } from "../helpers/fake-upstreams.js";
 import { useTracedProxyBench } from "./proxy-fixture.js";
-import { only } from "./tracing-fixture.js";
-
-const ERROR = 2;
-
-/** A port that was free a moment ago and has nothing listening on it now. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { ERROR, failedServerSpan, failedTokenWait, only } from "./tracing-fixture.js";
 
 describe("coded failures traced as errors", () => {
   const bench = useTracedProxyBench({
@@ -43,11 +32,7 @@ describe("coded failures traced as errors", () => {
     await response.body.text();
 
     const spans = await bench.proxy.flushed();
-    const server = only(spans, "GET", "server");
-    expect(server.status.code).toBe(ERROR);
-    expect(server.attributes).toMatchObject({
-      "error.type": "upstream_unreachable",
-      "http.response.status_code": 502,
+    const server = failedServerSpan(spans, "upstream_unreachable", 502, {
       "bearer_proxy.upstream": "gone",
     });
     // One attempt, or two if the retry budget let the connect retry go.
@@ -88,16 +73,8 @@ describe("coded failures traced as errors", () => {
     expect(response.statusCode).toBe(503);
 
     const spans = await bench.proxy.flushed();
-    const server = only(spans, "GET", "server");
-    expect(server.status.code).toBe(ERROR);
-    expect(server.attributes).toMatchObject({
-      "error.type": "token_unavailable",
-      "http.response.status_code": 503,
-    });
-    const wait = only(spans, "token wait", "internal");
-    expect(wait.parentSpanId).toBe(server.spanId);
-    expect(wait.status.code).toBe(ERROR);
-    expect(wait.attributes["error.type"]).toBe("token_unavailable");
+    const server = failedServerSpan(spans, "token_unavailable", 503);
+    failedTokenWait(spans, server, "token_unavailable");
     // No token, no attempt.
     expect(spans.filter((s) => s.kind === "client" && s.name === "GET")).toEqual([]);
   });

@@ -2,6 +2,7 @@
  * Tracing on, exporting to a real OTLP receiver on 127.0.0.1, with every log line kept.
  * `close()` shuts both down (call it in afterEach).
  */
+import { expect } from "vitest";
 import type { Logger } from "../../src/observability/logger.js";
 import { createTracing, type Tracing, type TracingEnv } from "../../src/observability/tracing.js";
 import type { OtlpProtocol } from "../../src/observability/tracing-settings.js";
@@ -70,6 +71,39 @@ export function only(spans: readonly CollectedSpan[], name: string, kind?: strin
     throw new Error(`expected one span ${name}, got ${found.length}: ${spans.map((s) => s.name)}`);
   }
   return found[0]!;
+}
+
+/** OTLP status code ERROR. */
+export const ERROR = 2;
+
+/** The one SERVER span, checked failed: status ERROR, `error.type`, the status code and `also`. */
+export function failedServerSpan(
+  spans: readonly CollectedSpan[],
+  errorType: string,
+  status: number,
+  also: Record<string, unknown> = {},
+): CollectedSpan {
+  const server = only(spans, "GET", "server");
+  expect(server.status.code).toBe(ERROR);
+  expect(server.attributes).toMatchObject({
+    "error.type": errorType,
+    "http.response.status_code": status,
+    ...also,
+  });
+  return server;
+}
+
+/** The one token wait, checked: a child of `server` that failed with `errorType`. */
+export function failedTokenWait(
+  spans: readonly CollectedSpan[],
+  server: CollectedSpan,
+  errorType: string,
+): CollectedSpan {
+  const wait = only(spans, "token wait", "internal");
+  expect(wait.parentSpanId).toBe(server.spanId);
+  expect(wait.status.code).toBe(ERROR);
+  expect(wait.attributes["error.type"]).toBe(errorType);
+  return wait;
 }
 
 /** `00-<trace id>-<span id>-<flags>` split up. */

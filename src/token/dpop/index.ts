@@ -100,6 +100,18 @@ export async function createDpop(spec: DpopSpec, options: DpopOptions = {}): Pro
   // The token changes every few minutes, requests come far more often: hash it once.
   let lastToken: string | undefined;
   let lastAth = "";
+  // A request's proof and its response's nonce name the same URL string, and a busy upstream
+  // path repeats: parse the last one once (WHATWG parsing is most of a proof's non-crypto cost).
+  let lastUrl = "";
+  let lastParsed: URL | undefined;
+  const parse = (url: string | URL): URL => {
+    if (typeof url !== "string") return url;
+    if (url !== lastUrl || lastParsed === undefined) {
+      lastParsed = new URL(url);
+      lastUrl = url;
+    }
+    return lastParsed;
+  };
 
   return {
     get jkt() {
@@ -110,7 +122,7 @@ export async function createDpop(spec: DpopSpec, options: DpopOptions = {}): Pro
     },
     describe: () => key.describe(),
     proofFor(method, url, accessToken) {
-      const parsed = typeof url === "string" ? new URL(url) : url;
+      const parsed = parse(url);
       if (accessToken !== undefined && accessToken !== lastToken) {
         lastAth = accessTokenHash(accessToken);
         lastToken = accessToken;
@@ -133,7 +145,7 @@ export async function createDpop(spec: DpopSpec, options: DpopOptions = {}): Pro
       return `DPoP ${accessToken}`;
     },
     noteResponse(url, status, headers, body) {
-      const origin = (typeof url === "string" ? new URL(url) : url).origin;
+      const origin = parse(url).origin;
       nonces.update(origin, headers);
       return isUseDpopNonceError(status, headers, body);
     },
