@@ -36,6 +36,17 @@ export interface DispatchDeps {
   pacingFor?: ((upstreamName: string) => UpstreamPacing | undefined) | undefined;
 }
 
+/** A request with its token (and body, if any) in hand, on its way through the pacing gate. */
+interface ReadyRequest {
+  answer: RequestAnswer;
+  plan: ForwardPlan;
+  deps: DispatchDeps;
+  tokens: TokenProvider;
+  /** Replaced by a newer one when a wait for the turn outlived it. */
+  token: AccessToken;
+  body: Buffer | Readable | null;
+}
+
 /** Forwards `plan`; `answer` is finished exactly once, whatever happens. */
 export function dispatchRequest(
   answer: RequestAnswer,
@@ -45,10 +56,10 @@ export function dispatchRequest(
   const upstream = plan.route.config;
   const tokens = deps.tokenFor(upstream.name);
   const pacing = deps.pacingFor?.(upstream.name);
-  // Fast path: a cached token and no body — no promise, no allocation beyond the exchange.
+  // Fast path: a cached token and no body — no promise, no timer, one small object.
   const cached = tokens.peekToken();
   if (cached && plan.body.kind === "none") {
-    pace(answer, plan, deps, tokens, cached, null, pacing);
+    pace({ answer, plan, deps, tokens, token: cached, body: null }, pacing);
     return;
   }
   void waitThenExchange(answer, plan, deps, tokens, cached, pacing);
@@ -104,7 +115,7 @@ async function waitThenExchange(
       body = streamed.stream;
     }
     if (answer.finished) return;
-    pace(answer, plan, deps, tokens, token, body, pacing);
+    pace({ answer, plan, deps, tokens, token, body }, pacing);
   } catch (err) {
     if (answer.finished) return;
     if (err instanceof ClientBodyError) {
@@ -126,28 +137,21 @@ async function waitThenExchange(
  * (or an upstream's pause), and one whose turn would come later is answered 429 with
  * Retry-After and the RateLimit fields.
  */
-function pace(
-  answer: RequestAnswer,
-  plan: ForwardPlan,
-  deps: DispatchDeps,
-  tokens: TokenProvider,
-  token: AccessToken,
-  body: Buffer | Readable | null,
-  pacing: UpstreamPacing | undefined,
-): void {
+function pace(ready: ReadyRequest, pacing: UpstreamPacing | undefined): void {
   if (pacing === undefined) {
-    exchange(answer, plan, deps, tokens, token, body, undefined, "", undefined);
+    exchange(ready, undefined, "", undefined);
     return;
   }
+  const { answer } = ready;
   const key = budgetKey(answer, pacing);
   // The signal is made only when the request has to wait: a hang-up then ends the wait.
   const admission = pacing.pacer.acquire(key, () => waitSignalOf(answer));
   if (admission instanceof Promise) {
     const waitStartMs = performance.now();
-    void waitForTurn(answer, plan, deps, tokens, token, body, pacing, key, admission, waitStartMs);
+    void waitForTurn(ready, pacing, key, admission, waitStartMs);
     return;
   }
-  passGate(answer, plan, deps, tokens, token, body, pacing, key, admission);
+  passGate(ready, pacing, key, admission);
 }
 
 function waitSignalOf(answer: RequestAnswer): AbortSignal {
@@ -163,17 +167,13 @@ function budgetKey(answer: RequestAnswer, pacing: UpstreamPacing): string {
 }
 
 async function waitForTurn(
-  answer: RequestAnswer,
-  plan: ForwardPlan,
-  deps: DispatchDeps,
-  tokens: TokenProvider,
-  token: AccessToken,
-  body: Buffer | Readable | null,
+  ready: ReadyRequest,
   pacing: UpstreamPacing,
   key: string,
   turn: Promise<Admission>,
   waitStartMs: number,
 ): Promise<void> {
+  const { answer } = ready;
   let admission: Admission;
   try {
     admission = await turn;
@@ -193,20 +193,17 @@ async function waitForTurn(
   // A refusal after waiting (a pause that grew, a turn that moved) waited all the same.
   if (!admission.ok) answer.waitMs = performance.now() - waitStartMs;
   // A long wait may have outlived the token it started with.
-  passGate(answer, plan, deps, tokens, tokens.peekToken() ?? token, body, pacing, key, admission);
+  ready.token = ready.tokens.peekToken() ?? ready.token;
+  passGate(ready, pacing, key, admission);
 }
 
 function passGate(
-  answer: RequestAnswer,
-  plan: ForwardPlan,
-  deps: DispatchDeps,
-  tokens: TokenProvider,
-  token: AccessToken,
-  body: Buffer | Readable | null,
+  ready: ReadyRequest,
   pacing: UpstreamPacing,
   key: string,
   admission: Admission,
 ): void {
+  const { answer, plan } = ready;
   if (!admission.ok) {
     pacing.refused(admission.code);
     const headers =
@@ -222,7 +219,7 @@ function passGate(
   pacing.admitted(admission);
   answer.waitMs = admission.waitedMs;
   const value = pacing.policy === undefined ? undefined : rateLimitValue(admission);
-  exchange(answer, plan, deps, tokens, token, body, pacing, key, value);
+  exchange(ready, pacing, key, value);
 }
 
 function refusalMessage(code: "rate_limited" | "upstream_rate_limited", upstream: string): string {
@@ -232,16 +229,12 @@ function refusalMessage(code: "rate_limited" | "upstream_rate_limited", upstream
 }
 
 function exchange(
-  answer: RequestAnswer,
-  plan: ForwardPlan,
-  deps: DispatchDeps,
-  tokens: TokenProvider,
-  token: AccessToken,
-  body: Buffer | Readable | null,
+  ready: ReadyRequest,
   pacing: UpstreamPacing | undefined,
   paceKey: string,
   rateLimit: string | undefined,
 ): void {
+  const { answer, plan, deps, tokens, token, body } = ready;
   if (answer.finished) return;
   const { route } = plan;
   const upstream = route.config;
