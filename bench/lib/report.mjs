@@ -91,7 +91,15 @@ function http2Table(summary, cases) {
   return rows.length > 2 ? rows.join("\n") : null;
 }
 
-/** Each variant against plain bearer-proxy in the same rounds, with its target's verdict. */
+/** How a verdict reads in the tables: REPORT (a check without a target) as "report only". */
+function showVerdict(verdict) {
+  return verdict === "REPORT" ? "report only" : verdict;
+}
+
+/**
+ * Each variant against plain bearer-proxy in the same rounds, with its target's verdict
+ * (target "—" and "report only" for a variant without `minRatio`).
+ */
 function featureCostTable(summary, variants, targets) {
   const rows = [
     "| variant | what is on | plain req/s | variant req/s | req/s ×plain | per CPU-s ×plain | p50 ms plain / variant | p99 ms plain / variant | target | result |",
@@ -107,7 +115,8 @@ function featureCostTable(summary, variants, targets) {
       `| ${variant.key} | ${variant.label} (${variant.issue}) | ${withRange(plain.rps)} | ${withRange(own.rps)} | ` +
         `${ratio(own.rpsVsBearerProxy)} | ${ratio(own.perCpuVsBearerProxy)} | ` +
         `${num(plain.p50Ms.median, 2)} / ${num(own.p50Ms.median, 2)} | ` +
-        `${num(plain.p99Ms.median, 2)} / ${num(own.p99Ms.median, 2)} | ≥ ${num(variant.minRatio, 2)}× | ${verdict} |`,
+        `${num(plain.p99Ms.median, 2)} / ${num(own.p99Ms.median, 2)} | ` +
+        `${variant.minRatio === undefined ? "—" : `≥ ${num(variant.minRatio, 2)}×`} | ${showVerdict(verdict)} |`,
     );
   }
   return rows.length > 2 ? rows.join("\n") : null;
@@ -150,7 +159,7 @@ function targetsTable(targets) {
   for (const t of targets) {
     const bp = t.results["bearer-proxy"];
     rows.push(
-      `| ${t.target} | ${bp.value === null ? "—" : num(bp.value, 2)} | ${bp.verdict} | ` +
+      `| ${t.target} | ${bp.value === null ? "—" : num(bp.value, 2)} | ${showVerdict(bp.verdict)} | ` +
         `${bp.perCpu === null ? "—" : num(bp.perCpu, 2)} | ${show(t.results.undici)} | ${show(t.results.fastify)} |`,
     );
   }

@@ -93,6 +93,8 @@ const CHECKS = [
 
 function verdict(check, value) {
   if (value === null) return "SKIP";
+  // Measured and shown, never judged (a variant without a target: lib/variants.mjs).
+  if (check.reportOnly) return "REPORT";
   if (check.noisyBelow !== undefined && value < check.noisyBelow) return "NOISY";
   if (check.exact) return value === check.limit ? "PASS" : "FAIL";
   return (check.higherIsBetter ? value >= check.limit : value <= check.limit) ? "PASS" : "FAIL";
@@ -101,9 +103,12 @@ function verdict(check, value) {
 /**
  * `perCpu` is the same throughput ratio computed from requests per CPU-second (shown beside
  * the verdict, which stays on req/s as the issue states it). `extraChecks` are appended
- * (the variants' targets; `variant` names the variant a check belongs to).
- * @returns {Array<{target: string, limit: number, variant?: string, results: Record<string,
- *   {value: number|null, verdict: "PASS"|"FAIL"|"SKIP"|"NOISY", perCpu: number|null}>}>}
+ * (the variants' targets; `variant` names the variant a check belongs to). A `reportOnly`
+ * check has no limit (null) and the verdict REPORT whenever it has a value: not a FAIL, so it
+ * never fails a run, `--strict` included.
+ * @returns {Array<{target: string, limit: number|null, variant?: string, reportOnly?: true,
+ *   results: Record<string, {value: number|null,
+ *   verdict: "PASS"|"FAIL"|"SKIP"|"NOISY"|"REPORT", perCpu: number|null}>}>}
  */
 export function checkTargets(
   summary,
@@ -121,6 +126,7 @@ export function checkTargets(
       target: check.target,
       limit: check.limit,
       ...(check.variant ? { variant: check.variant } : {}),
+      ...(check.reportOnly ? { reportOnly: true } : {}),
       results,
     };
   });

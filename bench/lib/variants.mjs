@@ -4,19 +4,22 @@
  * within each round ("feature cost" in the report) rather than a comparison across runs.
  *
  * A variant is
- *   { key, label, issue, minRatio, prepare({dir}) → {configure, headers, withoutHeaders} }
+ *   { key, label, issue, minRatio?, prepare({dir}) → {configure, headers, withoutHeaders, env} }
  * - `prepare` writes whatever the variant needs (users file, keys, …) into `dir`, a directory of
  *   its own inside the run's temporary directory (a proxy re-reads a users file that changes),
  *   and returns
  *   - `configure(config)`: plain bearer-proxy's config object (lib/bearer-proxy.mjs
  *     `bearerProxyConfig`) → the variant's; return a new object, do not mutate;
  *   - `headers`: request headers the load generator sends on every request (wrk `-H`);
- *   - `withoutHeaders` (optional): the status a request without `headers` must get (e.g. 407).
+ *   - `withoutHeaders` (optional): the status a request without `headers` must get (e.g. 407);
+ *   - `env` (optional): extra environment for the proxy process (the tracing variants' OTEL_*).
  *   Before it is measured, a GET through the variant with `headers` must answer 200 and one
  *   without them `withoutHeaders`; otherwise the run fails (exit 1): a variant that refuses
  *   the credential measures nothing but its error path.
  * - `minRatio`: the target, req/s of the variant ÷ plain bearer-proxy's in the same round
- *   (median over rounds), checked in lib/targets.mjs like issue 8's targets.
+ *   (median over rounds), checked in lib/targets.mjs like issue 8's targets. Without one the
+ *   variant is *report only*: its ratio is measured and shown (target "—", result "report
+ *   only"), never PASS or FAIL, and never counts toward the exit status (`--strict` included).
  * Variants run the `VARIANT_CASE` only (the cheapest request, where a per-request cost shows
  * most), also in smoke mode so CI keeps them working.
  */
@@ -72,15 +75,29 @@ export const BEARER_PROXY_VARIANTS = [
     label: "OpenTelemetry on, every request sampled, exported over OTLP/HTTP to a sink",
     issue: "#25",
     minRatio: 0.75,
-    prepare: prepareTracing,
+    prepare: () => prepareTracing({ OTEL_TRACES_SAMPLER: "always_on" }),
+  },
+  {
+    // What operators run in production; issue #25 sets its target on always-sampled only.
+    key: "tracing-sampled",
+    label:
+      "OpenTelemetry on, `parentbased_traceidratio` 0.1 (a tenth of the traces sampled), OTLP/HTTP to a sink",
+    issue: "#25",
+    prepare: () =>
+      prepareTracing({
+        OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+        OTEL_TRACES_SAMPLER_ARG: "0.1",
+      }),
   },
 ];
 
 /**
- * Tracing on through the standard environment, exporting to a local OTLP/HTTP sink that
- * answers 200 and keeps nothing (the cost measured is ours and the SDK's, not a collector's).
+ * Tracing on through the standard environment with the `sampler` variables, exporting to a
+ * local OTLP/HTTP sink that answers 200 and keeps nothing (the cost measured is ours and the
+ * SDK's, not a collector's). The load generator sends no `traceparent`, so every request is a
+ * root and the parent-based samplers decide by their root sampler.
  */
-async function prepareTracing() {
+async function prepareTracing(sampler) {
   const { createServer } = await import("node:http");
   const sink = createServer((req, res) => {
     req.resume();
@@ -95,7 +112,7 @@ async function prepareTracing() {
     env: {
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
       OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
-      OTEL_TRACES_SAMPLER: "always_on",
+      ...sampler,
     },
   };
 }
@@ -172,16 +189,21 @@ async function verifyVariant(competitor, prepared, control) {
 }
 
 /**
- * One target per variant, in lib/targets.mjs's check shape: the variant's req/s ÷ plain
- * bearer-proxy's, reported in the `bearer-proxy` column (the product under test).
+ * One check per variant, in lib/targets.mjs's check shape: the variant's req/s ÷ plain
+ * bearer-proxy's, reported in the `bearer-proxy` column (the product under test). A variant
+ * without `minRatio` gives a `reportOnly` check (verdict REPORT: shown, never judged).
  */
 export function variantChecks(variants) {
   return variants.map((variant) => {
     const key = variantCompetitorKey(variant.key);
     const own = (s, c) => (c === PLAIN ? s[VARIANT_CASE]?.[key] : undefined);
+    const reportOnly = variant.minRatio === undefined;
     return {
-      target: `${variant.key} (${variant.issue}): small GET ≥ ${variant.minRatio}× plain bearer-proxy (req/s)`,
-      limit: variant.minRatio,
+      target: reportOnly
+        ? `${variant.key} (${variant.issue}): small GET × plain bearer-proxy (req/s), report only`
+        : `${variant.key} (${variant.issue}): small GET ≥ ${variant.minRatio}× plain bearer-proxy (req/s)`,
+      limit: variant.minRatio ?? null,
+      ...(reportOnly ? { reportOnly: true } : {}),
       higherIsBetter: true,
       variant: variant.key,
       value: (s, _t, c) => own(s, c)?.rpsVsBearerProxy.median ?? null,
