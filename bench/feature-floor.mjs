@@ -75,21 +75,27 @@ function dpopRow(key, algorithm, scale = 1) {
 }
 
 /** Bare crypto.sign over the signing input a real proof of `algorithm` has, with a key of its kind. */
-function signRow(key, algorithm) {
+function signRow(key, algorithm, encoding = "der") {
+  const what =
+    algorithm === "ES256"
+      ? `ES256, P-256, ${encoding === "der" ? "DER" : "IEEE P1363"}`
+      : "Ed25519";
   return {
     key,
     feature: "dpop",
-    label: `crypto.sign only (${algorithm === "ES256" ? "ES256, P-256" : "Ed25519"}), same input`,
+    label: `crypto.sign only (${what}), same input`,
     scale: 1,
     setup: async () => {
       const dpop = await createDpop({ algorithm });
       const proof = dpop.proofFor("GET", HTU, TOKEN);
       dpop.close();
       const input = Buffer.from(proof.slice(0, proof.lastIndexOf(".")), "latin1");
-      // What dpop-key.ts passes to crypto.sign (client-auth/jws.ts signDigest, signOptions).
+      // What client-auth/jws.ts jwsSigner passes to crypto.sign: ES256 signs DER (then rewrites
+      // it as r || s); Node's own P1363 encoding is the row to compare (Node 24 pays twice).
       if (algorithm === "ES256") {
         const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-        const options = { key: privateKey, dsaEncoding: "ieee-p1363" };
+        const options =
+          encoding === "der" ? privateKey : { key: privateKey, dsaEncoding: "ieee-p1363" };
         return { iterate: () => sign("sha256", input, options) };
       }
       const { privateKey } = generateKeyPairSync("ed25519");
@@ -154,6 +160,7 @@ const ROWS = [
   dpopRow("dpop-eddsa", "EdDSA"),
   dpopRow("dpop-ps256", "PS256", 1 / 20),
   signRow("sign-es256", "ES256"),
+  signRow("sign-es256-p1363", "ES256", "ieee-p1363"),
   signRow("sign-ed25519", "EdDSA"),
   tracingRow("tracing-protobuf", "span pair, always_on, OTLP http/protobuf", {
     ...ALWAYS_ON,

@@ -18,7 +18,7 @@ import type { SharedToken, SharedTokenCache } from "./redis-types.js";
 import { describeTokenUrl } from "./response-text.js";
 import type { TokenResponse } from "./token-response.js";
 import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
-import type { AccessToken, TokenProvider } from "./types.js";
+import type { TokenProvider } from "./types.js";
 
 /**
  * A `createSource` for the token registry whose sources ask `cache` (Redis) before the token

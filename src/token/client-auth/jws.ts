@@ -97,24 +97,59 @@ export function signJws(
   algorithm: AssertionAlgorithm,
 ): string {
   const input = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`;
-  const signature = sign(
-    signDigest(algorithm),
-    Buffer.from(input, "ascii"),
-    signOptions(key, algorithm),
-  );
-  return `${input}.${base64url(signature)}`;
-}
-
-/** The digest `crypto.sign` takes for `algorithm`: none for EdDSA, which hashes internally. */
-export function signDigest(algorithm: AssertionAlgorithm): "sha256" | null {
-  return algorithm === "EdDSA" ? null : "sha256";
+  return `${input}.${base64url(jwsSigner(key, algorithm)(Buffer.from(input, "ascii")))}`;
 }
 
 /**
- * The node:crypto key options that make `crypto.sign` produce a JWS signature of `algorithm`
- * (the DPoP signer computes them once per key: src/token/dpop/dpop-key.ts).
+ * The JWS signature function of `key` for `algorithm`: signing input → signature bytes
+ * (RFC 7518 §3). Made once per key; the DPoP signer calls it for every proof.
+ *
+ * ES256 signs DER and rewrites it as r || s here: Node 24's `dsaEncoding: "ieee-p1363"`
+ * costs a second signature's worth (~16 µs on the bench machine, bench/feature-floor.mjs),
+ * DER plus this conversion costs what Node 20 pays. Only OpenSSL's own output is read; any
+ * shape but the one expected falls back to Node's conversion.
  */
-export function signOptions(
+export function jwsSigner(
+  key: KeyObject,
+  algorithm: AssertionAlgorithm,
+): (input: Buffer) => Buffer {
+  const digest = algorithm === "EdDSA" ? null : "sha256"; // EdDSA hashes internally
+  const options = signOptions(key, algorithm);
+  if (algorithm !== "ES256") return (input) => sign(digest, input, options);
+  return (input) =>
+    ecdsaDerToJose(sign(digest, input, key), P256_FIELD_BYTES) ?? sign(digest, input, options);
+}
+
+/** r and s of a P-256 signature are 32 bytes each in a JWS. */
+const P256_FIELD_BYTES = 32;
+
+/**
+ * ECDSA-Sig-Value (SEQUENCE { r INTEGER, s INTEGER }, DER, short-form lengths as P-256's
+ * always are) → r || s, each left-padded to `size` bytes; undefined for anything else.
+ */
+export function ecdsaDerToJose(der: Buffer, size: number): Buffer | undefined {
+  if (der.length < 8 || der[0] !== 0x30 || der[1] !== der.length - 2) return undefined;
+  const out = Buffer.alloc(size * 2);
+  let at = 2;
+  for (let part = 0; part < 2; part++) {
+    if (der[at] !== 0x02) return undefined;
+    let length = der[at + 1]!;
+    let from = at + 2;
+    if (length === 0 || length > size + 1 || from + length > der.length) return undefined;
+    // A leading zero only keeps a positive integer's high bit clear.
+    if (der[from] === 0 && length > 1) {
+      from++;
+      length--;
+    }
+    if (length > size) return undefined;
+    der.copy(out, part * size + (size - length), from, from + length);
+    at = from + length;
+  }
+  return at === der.length ? out : undefined;
+}
+
+/** The node:crypto key options that make `crypto.sign` produce a JWS signature of `algorithm`. */
+function signOptions(
   key: KeyObject,
   algorithm: AssertionAlgorithm,
 ): KeyObject | SignKeyObjectInput {

@@ -15,12 +15,11 @@ import {
   createPublicKey,
   generateKeyPair,
   type KeyObject,
-  sign,
 } from "node:crypto";
 import { promisify } from "node:util";
 import type { AssertionAlgorithm } from "../../config/types.js";
 import { BearerProxyError } from "../../errors.js";
-import { base64url, describeKey, signDigest, signOptions } from "../client-auth/jws.js";
+import { base64url, describeKey, jwsSigner } from "../client-auth/jws.js";
 import type { Clock } from "../clock.js";
 import { createCredentialReader } from "../secret-reader.js";
 import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "./key-problem.js";
@@ -259,8 +258,7 @@ function createSigner(
   const jkt = jwkThumbprint(publicJwk);
   // Encoded once: per proof only the claims are serialized.
   const prefix = `${base64url(JSON.stringify({ typ: "dpop+jwt", alg: algorithm, jwk: publicJwk }))}.`;
-  const digest = signDigest(algorithm);
-  const options = signOptions(key, algorithm);
+  const signature = jwsSigner(key, algorithm);
   return {
     algorithm,
     jkt,
@@ -271,7 +269,7 @@ function createSigner(
         : `dpop: ${algorithm} with the ${describeKey(key)} key in ${keyFile}, jkt ${jkt}`,
     sign(claims) {
       const input = prefix + base64url(JSON.stringify(claims));
-      return `${input}.${base64url(sign(digest, Buffer.from(input, "latin1"), options))}`;
+      return `${input}.${base64url(signature(Buffer.from(input, "latin1")))}`;
     },
   };
 }
