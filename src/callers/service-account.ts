@@ -28,6 +28,8 @@ export const SERVICE_ACCOUNT_ALGORITHMS = [
 
 /** Seconds of clock skew tolerated between the API server and this process for exp/nbf/iat. */
 export const CLOCK_TOLERANCE_SECONDS = 5;
+/** Signing keys that cannot be loaded are logged at most this often. */
+const KEY_FAILURE_LOG_INTERVAL_MS = 60_000;
 
 const SUBJECT_PREFIX = "system:serviceaccount:";
 /** Namespaces are DNS labels; service-account names are DNS subdomains (RFC 1123). */
@@ -55,7 +57,10 @@ export interface ServiceAccountVerifierDeps {
   keys?: JwksSource | undefined;
 }
 
-/** A verifier for `config`; a missing or invalid `jwksFile`/`caFile` throws a ConfigError. */
+/**
+ * A verifier for `config`; a missing or invalid `jwksFile`/`caFile`/`jwksTokenFile` throws a
+ * ConfigError.
+ */
 export function createServiceAccountVerifier(
   config: KubernetesCallersConfig,
   deps: ServiceAccountVerifierDeps = {},
@@ -63,6 +68,9 @@ export function createServiceAccountVerifier(
   const keys = deps.keys ?? createJwksSource(config, deps);
   const now = deps.now ?? Date.now;
   const audienceList = `[${config.audiences.join(", ")}]`;
+  // A key outage fails every service-account caller: say so once a minute, with the count.
+  let warnedAtMs = Number.NEGATIVE_INFINITY;
+  let unwarned = 0;
 
   async function verify(jwt: string): Promise<Authentication> {
     let payload: JWTPayload;
@@ -80,10 +88,18 @@ export function createServiceAccountVerifier(
       if (message === undefined) {
         // Not the token's fault (the key URL is down, timed out, answered nonsense): log it so an
         // operator sees why every service account is refused.
-        deps.logger?.warn(
-          { err: { name: (error as Error).name, message: (error as Error).message } },
-          "callers.kubernetes: the cluster's signing keys could not be loaded",
-        );
+        unwarned++;
+        if (now() - warnedAtMs >= KEY_FAILURE_LOG_INTERVAL_MS) {
+          deps.logger?.warn(
+            {
+              err: { name: (error as Error).name, message: (error as Error).message },
+              refusedCallers: unwarned,
+            },
+            "callers.kubernetes: the cluster's signing keys could not be loaded",
+          );
+          warnedAtMs = now();
+          unwarned = 0;
+        }
         return invalid("the cluster's service-account signing keys could not be loaded");
       }
       return invalid(message);

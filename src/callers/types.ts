@@ -1,8 +1,8 @@
 /**
  * The shapes shared by the caller room: who is asking (`Caller`), the outcome of reading a
- * credential (`Authentication`), and the config each identity source and the allow rules take.
- * Identity sources (htpasswd users, service-account tokens) return these; `allow.ts` decides on
- * them. Nothing here knows HTTP.
+ * credential (`Authentication`), and (re-exported from config/types.ts) the config each identity
+ * source and the allow rules take. Identity sources (htpasswd users, service-account tokens)
+ * return these; `allow.ts` decides on them. Nothing here knows HTTP.
  */
 
 /** Who is asking, once a credential has been verified. */
@@ -33,42 +33,13 @@ export type Authentication =
     }
   | { ok: false; reason: AuthenticationFailureReason; message: string };
 
-/** `callers.basic`: users with bcrypt passwords. */
-export interface BasicCallersConfig {
-  /** htpasswd file (`htpasswd -B`): bcrypt hashes only; re-read when it changes. */
-  usersFile: string;
-}
-
-/** `callers.kubernetes`: projected service-account tokens. */
-export interface KubernetesCallersConfig {
-  /** The token's `iss` must equal this. */
-  issuer: string;
-  /** The token's `aud` must contain one of these. Default ["bearer-proxy"]. */
-  audiences: readonly string[];
-  /** The cluster's JWKS as a file (`kubectl get --raw /openid/v1/jwks`); re-read on change. */
-  jwksFile?: string | undefined;
-  /** The cluster's JWKS URL (https); exactly one of `jwksFile` and `jwksUri`. */
-  jwksUri?: string | undefined;
-  /** Extra CA (PEM) trusted for `jwksUri`, besides the system roots. */
-  caFile?: string | undefined;
-}
-
-/** `callers`: the identity sources. An absent source makes its scheme `not_configured`. */
-export interface CallersConfig {
-  basic?: BasicCallersConfig | undefined;
-  kubernetes?: KubernetesCallersConfig | undefined;
-}
-
-/**
- * One entry of `upstreams[].allow`; entries are ORed. `cidr` matches the TCP peer's address,
- * `user` a `callers.basic` user, `serviceAccount` `namespace/name` (the name may be `*`),
- * `namespace: ns` is `serviceAccount: ns/*`.
- */
-export type AllowRule =
-  | { cidr: string }
-  | { user: string }
-  | { serviceAccount: string }
-  | { namespace: string };
+// The config shapes this room takes are declared once, with the rest of the configuration.
+export type {
+  AllowRule,
+  BasicCallersConfig,
+  CallersConfig,
+  KubernetesCallersConfig,
+} from "../config/types.js";
 
 /** `user:alice` / `sa:payments/billing-client`: how a caller appears in logs and metrics. */
 export function callerLabel(caller: Caller): string {

@@ -192,6 +192,7 @@ function callersConfig(given: ConfigFile["callers"], ctx: PathContext): CallersC
       jwksFile: file(["callers", "kubernetes", "jwksFile"], k8s.jwksFile),
       jwksUri: k8s.jwksUri,
       caFile: file(["callers", "kubernetes", "caFile"], k8s.caFile),
+      jwksTokenFile: file(["callers", "kubernetes", "jwksTokenFile"], k8s.jwksTokenFile),
     },
   };
 }

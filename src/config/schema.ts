@@ -244,6 +244,8 @@ export const Callers = T.Object(
           jwksUri: T.Optional(T.String({ pattern: "^https://" })),
           /** CA bundle (PEM) that `jwksUri` is checked against, on top of the system CAs. */
           caFile: T.Optional(T.String({ minLength: 1 })),
+          /** A file holding a bearer token sent with every `jwksUri` fetch (`Authorization: Bearer`), re-read at each fetch; e.g. /var/run/secrets/kubernetes.io/serviceaccount/token for the API server. Only with jwksUri. Default: none (anonymous). */
+          jwksTokenFile: T.Optional(T.String({ minLength: 1 })),
         },
         { additionalProperties: false },
       ),

@@ -170,34 +170,51 @@ export interface UpstreamConfig {
   retry: RetryConfig;
 }
 
-/** One `upstreams[].allow` rule (schema.ts `AllowRule`): exactly one key. */
+/**
+ * One `upstreams[].allow` rule (schema.ts `AllowRule`): exactly one key; a list's rules are ORed.
+ * `cidr` matches the TCP peer's address, `user` a `callers.basic` user, `serviceAccount`
+ * `namespace/name` (the name may be `*`), `namespace: ns` is `serviceAccount: ns/*`.
+ */
 export type AllowRule =
   | { cidr: string }
   | { user: string }
   | { serviceAccount: string }
   | { namespace: string };
 
-/** `callers.basic`: htpasswd users. */
+/** `callers.basic`: users with bcrypt passwords. */
 export interface BasicCallersConfig {
-  /** Absolute path of the htpasswd file (bcrypt hashes only). */
+  /** Absolute path of the htpasswd file (`htpasswd -B`: bcrypt hashes only); re-read on change. */
   usersFile: string;
 }
 
 /** `callers.kubernetes`: projected service-account tokens verified against the cluster's JWKS. */
 export interface KubernetesCallersConfig {
+  /** The token's `iss` must equal this. */
   issuer: string;
+  /** The token's `aud` must contain one of these. Default ["bearer-proxy"]. */
   audiences: readonly string[];
-  /** Exactly one of jwksFile (absolute path) and jwksUri. */
-  jwksFile: string | undefined;
-  jwksUri: string | undefined;
-  /** CA bundle for jwksUri (absolute path). */
-  caFile: string | undefined;
+  /**
+   * The cluster's JWKS as a file (`kubectl get --raw /openid/v1/jwks`; absolute path); re-read
+   * on change. Exactly one of `jwksFile` and `jwksUri`.
+   */
+  jwksFile?: string | undefined;
+  /** The cluster's JWKS URL (https); refetched on an unknown `kid`. */
+  jwksUri?: string | undefined;
+  /** Extra CA (PEM, absolute path) trusted for `jwksUri`, besides the system roots. */
+  caFile?: string | undefined;
+  /**
+   * A file holding a bearer token sent as `Authorization: Bearer` on every `jwksUri` fetch
+   * (absolute path), re-read at each fetch: the API server's `/openid/v1/jwks` is readable by
+   * authenticated service accounts, e.g. with `/var/run/secrets/kubernetes.io/serviceaccount/token`.
+   * Only with `jwksUri`. Default: none (the fetch is anonymous).
+   */
+  jwksTokenFile?: string | undefined;
 }
 
-/** How callers identify themselves (schema.ts `Callers`). */
+/** `callers` (schema.ts `Callers`): the identity sources; an absent one is `not_configured`. */
 export interface CallersConfig {
-  basic: BasicCallersConfig | undefined;
-  kubernetes: KubernetesCallersConfig | undefined;
+  basic?: BasicCallersConfig | undefined;
+  kubernetes?: KubernetesCallersConfig | undefined;
 }
 
 export interface LimitsConfig {

@@ -7,6 +7,7 @@
 import { readFile } from "node:fs/promises";
 import { parseCidr } from "../callers/cidr.js";
 import { parseHtpasswd } from "../callers/htpasswd.js";
+import { parseBearerTokenFile } from "../callers/jwks-token-file.js";
 import { describeValue, type IssueList, type IssuePath, isObject } from "./issues.js";
 import { type PathContext, resolveFilePath } from "./normalize.js";
 
@@ -124,12 +125,49 @@ async function checkKubernetes(
       issues.add([...at, "caFile"], `expected a readable CA file, ${unreadable(error)} (${file})`);
     }
   }
+  await checkJwksTokenFile(k8s, ctx, issues);
   if (typeof k8s.jwksFile === "string") {
     const path: IssuePath = [...at, "jwksFile"];
     const file = resolveFilePath(path, k8s.jwksFile, ctx);
     const problem = await jwksFileProblem(file);
     if (problem) issues.add(path, `${problem} (${file})`);
   }
+}
+
+/**
+ * `jwksTokenFile` authenticates the `jwksUri` fetch: pointless without one, and never sent over
+ * plain HTTP (the schema already wants https://; this says why the token cares). The file must
+ * hold a token at start; later it may rotate, and a failed read keeps the last token.
+ */
+async function checkJwksTokenFile(
+  k8s: Record<string, unknown>,
+  ctx: PathContext,
+  issues: IssueList,
+): Promise<void> {
+  if (k8s.jwksTokenFile === undefined) return;
+  const path: IssuePath = ["callers", "kubernetes", "jwksTokenFile"];
+  if (k8s.jwksUri === undefined) {
+    issues.add(path, "only used with jwksUri (it authenticates the JWKS fetch)");
+    return;
+  }
+  if (typeof k8s.jwksUri === "string" && !/^https:\/\//i.test(k8s.jwksUri)) {
+    issues.add(
+      path,
+      "refused with a jwksUri that is not https://: the token would travel in clear text",
+    );
+    return;
+  }
+  if (typeof k8s.jwksTokenFile !== "string") return;
+  const file = resolveFilePath(path, k8s.jwksTokenFile, ctx);
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    issues.add(path, `expected a readable token file, ${unreadable(error)} (${file})`);
+    return;
+  }
+  const parsed = parseBearerTokenFile(text);
+  if (!parsed.ok) issues.add(path, `expected a bearer token, ${parsed.problem} (${file})`);
 }
 
 /** Why `file` is not a usable JWKS (`{"keys": [...]}`), or undefined. */

@@ -29,6 +29,12 @@ describe("caller authorization config is checked at load", () => {
     );
     writeFileSync(join(dir, "jwks.json"), JWKS);
     writeFileSync(join(dir, "ca.pem"), "not used\n");
+    writeFileSync(
+      join(dir, "token"),
+      "eyJhbGciOiJSUzI1NiJ9.e30.c2lnbmF0dXJlLW9mLXRoZS1nYXRld2F5\n",
+    );
+    writeFileSync(join(dir, "empty-token"), "\n");
+    writeFileSync(join(dir, "two-tokens"), "first-token\nsecond-token\n");
     // A folder where the file should be: unreadable for every user, root included (CI).
     mkdirSync(join(dir, "users.d"));
   });
@@ -137,6 +143,78 @@ describe("caller authorization config is checked at load", () => {
         message: expect.stringContaining("only used with jwksUri"),
       },
     ]);
+  });
+
+  it("refuses jwksTokenFile without jwksUri, with a jwksUri that is not https, and when it holds no token", async () => {
+    const k8s = (kubernetes: Record<string, unknown>) =>
+      issuesOf({
+        callers: { kubernetes: { issuer: "https://kubernetes.default.svc", ...kubernetes } },
+        upstreams: [upstream("billing", { allow: [{ namespace: "ops" }] })],
+      });
+    const uri = "https://127.0.0.1:6443/openid/v1/jwks";
+    expect(await k8s({ jwksFile: "jwks.json", jwksTokenFile: "token" })).toEqual([
+      {
+        path: "callers.kubernetes.jwksTokenFile",
+        message: expect.stringContaining(
+          "only used with jwksUri (it authenticates the JWKS fetch)",
+        ),
+      },
+    ]);
+    // The schema wants https:// anyway; the token's own line says what is at stake.
+    expect(
+      await k8s({ jwksUri: "http://127.0.0.1:8001/openid/v1/jwks", jwksTokenFile: "token" }),
+    ).toEqual([
+      {
+        path: "callers.kubernetes.jwksUri",
+        message: expect.stringContaining('expected a string matching /^https:///, found "http://'),
+      },
+      {
+        path: "callers.kubernetes.jwksTokenFile",
+        message: expect.stringContaining("not https://: the token would travel in clear text"),
+      },
+    ]);
+    expect(await k8s({ jwksUri: uri, jwksTokenFile: "missing-token" })).toEqual([
+      {
+        path: "callers.kubernetes.jwksTokenFile",
+        message: expect.stringContaining(
+          `expected a readable token file, found no such file (${join(dir, "missing-token")})`,
+        ),
+      },
+    ]);
+    expect(await k8s({ jwksUri: uri, jwksTokenFile: "empty-token" })).toEqual([
+      {
+        path: "callers.kubernetes.jwksTokenFile",
+        message: expect.stringContaining(
+          `expected a bearer token, found an empty file (${join(dir, "empty-token")})`,
+        ),
+      },
+    ]);
+    const twoTokens = await k8s({ jwksUri: uri, jwksTokenFile: "two-tokens" });
+    expect(twoTokens).toEqual([
+      {
+        path: "callers.kubernetes.jwksTokenFile",
+        message: expect.stringContaining("found text that is not one token"),
+      },
+    ]);
+    expect(JSON.stringify(twoTokens)).not.toContain("second-token");
+  });
+
+  it("accepts jwksTokenFile with an https jwksUri, resolved against the config's folder", async () => {
+    const config = await loadConfig({
+      configText: JSON.stringify({
+        callers: {
+          kubernetes: {
+            issuer: "https://kubernetes.default.svc",
+            jwksUri: "https://kubernetes.default.svc/openid/v1/jwks",
+            jwksTokenFile: "token",
+          },
+        },
+        upstreams: [upstream("billing", { allow: [{ namespace: "ops" }] })],
+      }),
+      env: {},
+      cwd: dir,
+    });
+    expect(config.callers.kubernetes?.jwksTokenFile).toBe(join(dir, "token"));
   });
 
   it("refuses a missing or unreadable users file", async () => {

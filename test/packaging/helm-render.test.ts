@@ -4,7 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
-import { ABSENT_CALLER_FILE, renderChartCallers } from "./chart-callers.js";
+import {
+  ABSENT_CALLER_FILE,
+  CHART_CALLER_FILES,
+  chartJwksTokenFile,
+  renderChartCallers,
+} from "./chart-callers.js";
 import { chartDefaults, helm, type K8sObject, renderChart, runHelm } from "./helm-cli.js";
 import {
   CHART_DIR,
@@ -283,6 +288,7 @@ describe.skipIf(!helm)("helm render (helm binary found)", () => {
           issuer: "https://kubernetes.default.svc.cluster.local",
           audiences: ["bearer-proxy"],
           jwksUri: "https://kubernetes.default.svc/openid/v1/jwks",
+          jwksTokenFile: "/var/run/secrets/bearer-proxy-api-token/token",
           caFile: "/var/run/secrets/bearer-proxy-cluster-ca/ca.crt",
         },
       });
@@ -319,6 +325,7 @@ describe.skipIf(!helm)("helm render (helm binary found)", () => {
         readOnly: true,
       });
       expect(volumeOf(objects, "cluster-ca")).toBeUndefined();
+      expect(volumeOf(objects, "api-token")).toBeUndefined();
       const expected = {
         issuer: "https://kubernetes.default.svc.cluster.local",
         audiences: ["bearer-proxy"],
@@ -348,6 +355,105 @@ describe.skipIf(!helm)("helm render (helm binary found)", () => {
           subjects: [{ kind: "ServiceAccount", name: account.metadata.name, namespace: "egress" }],
         }),
       ]);
+    });
+
+    describe("the API server's JWKS: the fetch presents the pod's own service-account token", () => {
+      const kubernetesOf = (objects: K8sObject[]): Values =>
+        parse(configMapText(objects)).callers.kubernetes as Values;
+      const accountOf = (objects: K8sObject[]) =>
+        objects.find((o) => o.kind === "ServiceAccount") as K8sObject & {
+          automountServiceAccountToken: boolean;
+        };
+
+      it("mounts a projected token with the API server's audience and sets jwksTokenFile to it", async () => {
+        const objects = renderObjects([callersExample]);
+        expect(volumeOf(objects, "api-token")).toEqual({
+          name: "api-token",
+          projected: {
+            defaultMode: 292,
+            // No audience: the API server's own, which is what /openid/v1/jwks authenticates.
+            sources: [{ serviceAccountToken: { path: "token", expirationSeconds: 3600 } }],
+          },
+        });
+        expect(mountOf(objects, "api-token")).toEqual({
+          name: "api-token",
+          mountPath: "/var/run/secrets/bearer-proxy-api-token",
+          readOnly: true,
+        });
+        expect(kubernetesOf(objects).jwksTokenFile).toBe(CHART_CALLER_FILES.apiTokenFile);
+        // Nothing else of the API credentials: no automount, so no ca.crt and no namespace file.
+        expect(podSpecOf(objects).spec.automountServiceAccountToken).toBe(false);
+        expect(accountOf(objects).automountServiceAccountToken).toBe(false);
+        // bearer-proxy accepts it (the token, like the other mounted files, exists only in the pod).
+        expect(await validateWithLoader(configMapText(objects))).toEqual([]);
+      });
+
+      it("uses the automounted token instead when serviceAccount.automountServiceAccountToken is on", () => {
+        const objects = renderObjects(
+          [callersExample],
+          ["serviceAccount.automountServiceAccountToken=true"],
+        );
+        expect(volumeOf(objects, "api-token")).toBeUndefined();
+        expect(mountOf(objects, "api-token")).toBeUndefined();
+        expect(podSpecOf(objects).spec.automountServiceAccountToken).toBe(true);
+        expect(accountOf(objects).automountServiceAccountToken).toBe(true);
+        expect(kubernetesOf(objects).jwksTokenFile).toBe(
+          "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        );
+      });
+
+      it.each([
+        ["https://kubernetes.default.svc.cluster.local/openid/v1/jwks", true],
+        ["https://kubernetes.default.svc:443/openid/v1/jwks", true],
+        ["https://kubernetes.default/openid/v1/jwks", true],
+        ["https://kubernetes/openid/v1/jwks", true],
+        ["https://kubernetes.example.com/openid/v1/jwks", false],
+        ["https://kubernetes-oidc.example.com/keys", false],
+        ["https://oidc.eks.eu-west-1.amazonaws.com/id/ABC/keys", false],
+      ])("jwksUri %s: the pod's token is sent: %s", (uri, sent) => {
+        const sets = [`callers.kubernetes.jwksUri=${uri}`, "callers.kubernetes.clusterCA=false"];
+        const objects = renderObjects([callersExample], sets);
+        const expected = sent ? CHART_CALLER_FILES.apiTokenFile : undefined;
+        expect(kubernetesOf(objects).jwksTokenFile).toBe(expected);
+        expect(volumeOf(objects, "api-token") !== undefined).toBe(sent);
+        const values = mergeValues(exampleValues(), {
+          callers: { kubernetes: { jwksUri: uri, clusterCA: false } },
+        });
+        expect(chartJwksTokenFile(values)).toBe(expected);
+      });
+
+      it("rbac.issuerDiscovery says the jwksUri is the API server's, whatever its host", () => {
+        const sets = [
+          "callers.kubernetes.jwksUri=https://10.0.0.1:6443/openid/v1/jwks",
+          "rbac.issuerDiscovery=true",
+        ];
+        const objects = renderObjects([callersExample], sets);
+        expect(kubernetesOf(objects).jwksTokenFile).toBe(CHART_CALLER_FILES.apiTokenFile);
+        expect(volumeOf(objects, "api-token")).toBeDefined();
+        expect(bindings(objects)).toHaveLength(1);
+      });
+
+      it("a jwksTokenFile of your own is passed as is, and the chart mounts no token", () => {
+        const objects = renderObjects(
+          [callersExample],
+          ["callers.kubernetes.jwksTokenFile=/var/run/secrets/jwks-reader/token"],
+        );
+        expect(kubernetesOf(objects).jwksTokenFile).toBe("/var/run/secrets/jwks-reader/token");
+        expect(volumeOf(objects, "api-token")).toBeUndefined();
+      });
+
+      it("a JWKS file needs no token", () => {
+        const objects = renderObjects(
+          [callersExample],
+          [
+            "callers.kubernetes.jwksUri=",
+            "callers.kubernetes.clusterCA=false",
+            "callers.kubernetes.jwksFile=/etc/jwks/jwks.json",
+          ],
+        );
+        expect(kubernetesOf(objects)).not.toHaveProperty("jwksTokenFile");
+        expect(volumeOf(objects, "api-token")).toBeUndefined();
+      });
     });
 
     const upstream = {
@@ -402,6 +508,23 @@ describe.skipIf(!helm)("helm render (helm binary found)", () => {
         ["callers.kubernetes.jwksUri=http://kubernetes.default.svc/openid/v1/jwks"],
         undefined,
         /jwksUri.*does not match pattern/,
+      ],
+      [
+        "jwksTokenFile without jwksUri",
+        [
+          "callers.kubernetes.jwksUri=",
+          "callers.kubernetes.clusterCA=false",
+          "callers.kubernetes.jwksConfigMap.name=cluster-jwks",
+          "callers.kubernetes.jwksTokenFile=/var/run/secrets/jwks-reader/token",
+        ],
+        undefined,
+        /jwksTokenFile authenticates the fetch of jwksUri: set callers.kubernetes.jwksUri/,
+      ],
+      [
+        "a relative jwksTokenFile",
+        ["callers.kubernetes.jwksTokenFile=token"],
+        undefined,
+        /jwksTokenFile.*does not match pattern/,
       ],
       [
         "clusterCA and caFile together",

@@ -9,7 +9,8 @@ It is `.Values.config` plus what the chart owns, so each number lives in one pla
   tokenCache.redis  from redis.* when redis.enabled (url, clusterNodes or sentinel; the
                     sentinel's passwords as ${REDIS_PASSWORD} / ${REDIS_SENTINEL_PASSWORD})
   callers   from callers.*: the files the chart mounts (the htpasswd Secret, the JWKS
-            ConfigMap, the cluster CA) at fixed paths, so a path is never typed twice
+            ConfigMap, the cluster CA, the pod's API token for the API server's JWKS) at
+            fixed paths, so a path is never typed twice
 values.schema.json rejects those keys inside `config` (bearer-proxy.validate rejects
 `config.callers`). Upstreams' `allow` lists pass through as written.
 */}}
@@ -59,6 +60,7 @@ users nor service-account tokens are configured).
 {{- if $k.issuer -}}
 {{- $kube := dict "issuer" $k.issuer "audiences" $k.audiences -}}
 {{- with $k.jwksUri }}{{ $_ := set $kube "jwksUri" . }}{{ end -}}
+{{- with include "bearer-proxy.jwksTokenFile" . }}{{ $_ := set $kube "jwksTokenFile" . }}{{ end -}}
 {{- if $k.clusterCA -}}
 {{- $_ := set $kube "caFile" (include "bearer-proxy.clusterCAFile" .) -}}
 {{- else if $k.caFile -}}

@@ -88,6 +88,49 @@ Where the files of callers.* are mounted. Fixed paths: the chart writes them int
 {{- define "bearer-proxy.jwksConfigMapFile" -}}{{ include "bearer-proxy.jwksMountPath" . }}/jwks.json{{- end -}}
 {{- define "bearer-proxy.clusterCAMountPath" -}}/var/run/secrets/bearer-proxy-cluster-ca{{- end -}}
 {{- define "bearer-proxy.clusterCAFile" -}}{{ include "bearer-proxy.clusterCAMountPath" . }}/ca.crt{{- end -}}
+{{- define "bearer-proxy.apiTokenMountPath" -}}/var/run/secrets/bearer-proxy-api-token{{- end -}}
+
+{{/*
+bearer-proxy.jwksFromApiServer: "true" when callers.kubernetes.jwksUri is the API server's, which
+serves its keys only to authenticated service accounts: rbac.issuerDiscovery says so, or the URL's
+host is the API server's in-cluster name (kubernetes, kubernetes.default,
+kubernetes.default.svc[.<cluster domain>]). Empty otherwise.
+*/}}
+{{- define "bearer-proxy.jwksFromApiServer" -}}
+{{- $k := .Values.callers.kubernetes -}}
+{{- if and $k.issuer $k.jwksUri (or .Values.rbac.issuerDiscovery (regexMatch "^https://kubernetes(\\.default(\\.svc(\\.[^/:?#]+)?)?)?(:[0-9]+)?([/?#]|$)" $k.jwksUri)) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+bearer-proxy.jwksTokenFile: the config's callers.kubernetes.jwksTokenFile. The value of that name
+when set (a file you mount); else, for the API server's JWKS, the pod's own service-account token:
+the automounted one when serviceAccount.automountServiceAccountToken is on, else the chart's
+projected `api-token` volume (bearer-proxy.apiTokenVolume). Empty: the fetch is anonymous.
+*/}}
+{{- define "bearer-proxy.jwksTokenFile" -}}
+{{- $k := .Values.callers.kubernetes -}}
+{{- if $k.jwksTokenFile -}}
+{{- $k.jwksTokenFile -}}
+{{- else if include "bearer-proxy.jwksFromApiServer" . -}}
+{{- if .Values.serviceAccount.automountServiceAccountToken -}}
+/var/run/secrets/kubernetes.io/serviceaccount/token
+{{- else -}}
+{{ include "bearer-proxy.apiTokenMountPath" . }}/token
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+bearer-proxy.apiTokenVolume: "true" when the chart mounts the projected `api-token` volume (the
+API server's JWKS, no file of yours, no automounted token).
+*/}}
+{{- define "bearer-proxy.apiTokenVolume" -}}
+{{- if and (include "bearer-proxy.jwksFromApiServer" .) (not .Values.callers.kubernetes.jwksTokenFile) (not .Values.serviceAccount.automountServiceAccountToken) -}}
+true
+{{- end -}}
+{{- end -}}
 
 {{/*
 terminationGracePeriodSeconds: preStop sleep + drain delay + in-flight timeout + margin, so the
@@ -167,7 +210,10 @@ rules (a `user` the htpasswd file defines, a CIDR that parses) are bearer-proxy'
 {{- if and (or $k.clusterCA $k.caFile) (not $k.jwksUri) -}}
 {{- fail "callers.kubernetes.clusterCA and caFile check the certificate of jwksUri: set callers.kubernetes.jwksUri" -}}
 {{- end -}}
-{{- else if or $k.jwksUri $k.jwksFile $k.jwksConfigMap.name $k.caFile $k.clusterCA -}}
+{{- if and $k.jwksTokenFile (not $k.jwksUri) -}}
+{{- fail "callers.kubernetes.jwksTokenFile authenticates the fetch of jwksUri: set callers.kubernetes.jwksUri" -}}
+{{- end -}}
+{{- else if or $k.jwksUri $k.jwksFile $k.jwksConfigMap.name $k.caFile $k.clusterCA $k.jwksTokenFile -}}
 {{- fail "callers.kubernetes: set callers.kubernetes.issuer (the tokens' iss) to accept service-account tokens" -}}
 {{- end -}}
 {{- if and .Values.rbac.issuerDiscovery (not (and $k.issuer $k.jwksUri)) -}}

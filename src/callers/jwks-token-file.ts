@@ -1,0 +1,99 @@
+/**
+ * The bearer token a `jwksUri` fetch presents (`callers.kubernetes.jwksTokenFile`). The API
+ * server's `/openid/v1/jwks` is readable by the ClusterRole
+ * `system:service-account-issuer-discovery`, which Kubernetes binds to authenticated service
+ * accounts (group `system:serviceaccounts`), not to anonymous clients: the fetch must present a
+ * service-account token. Projected tokens are rewritten by the kubelet (at 80 % of their
+ * lifetime, hourly for the default one), so the file is read again at every fetch; fetches are
+ * rare (jose's cooldown and max age), and the file is a few hundred bytes.
+ *
+ * The token is a secret: it appears nowhere but in the request's `Authorization` header. Logs
+ * name the file and, at most, the token's fingerprint.
+ */
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import type { Logger } from "pino";
+import { ConfigError } from "../errors.js";
+import { fingerprint } from "../token/fingerprint.js";
+
+const FIELD = "callers.kubernetes.jwksTokenFile";
+
+/**
+ * RFC 6750 §2.1 `b64token` is narrower, but Kubernetes static and bootstrap tokens need not be;
+ * what must hold is that the value is one header-safe word (no space, no control character).
+ */
+const HEADER_SAFE_TOKEN = /^[\x21-\x7e]+$/;
+
+/** The token in a token file's text, or why there is none (never quoting the text). */
+export function parseBearerTokenFile(
+  text: string,
+): { ok: true; token: string } | { ok: false; problem: string } {
+  // A Secret written with `echo` ends in a newline; projected tokens don't. Either is one token.
+  const token = text.trim();
+  if (token === "") return { ok: false, problem: "found an empty file" };
+  if (!HEADER_SAFE_TOKEN.test(token)) {
+    return {
+      ok: false,
+      problem: "found text that is not one token (spaces, line breaks or non-ASCII characters)",
+    };
+  }
+  return { ok: true, token };
+}
+
+export interface JwksTokenFile {
+  /** The token to send now: the file as it reads now, or the last good token if it can't be. */
+  read(): Promise<string>;
+}
+
+/**
+ * Read `file` now (a missing, empty or malformed file is a ConfigError naming the field), then
+ * again at every `read()`. A later read that fails keeps the last good token and warns once,
+ * until the file reads well again.
+ */
+export function openJwksTokenFile(
+  file: string,
+  logger?: Pick<Logger, "warn" | "info"> | undefined,
+): JwksTokenFile {
+  let token: string;
+  try {
+    token = tokenOf(readFileSync(file, "utf8"));
+  } catch (error) {
+    throw new ConfigError([{ path: FIELD, message: `${problemOf(error)} (${file})` }]);
+  }
+  let failing = false;
+
+  return {
+    async read() {
+      try {
+        token = tokenOf(await readFile(file, "utf8"));
+      } catch (error) {
+        if (!failing) {
+          failing = true;
+          logger?.warn(
+            { file, problem: problemOf(error), fingerprint: fingerprint(token) },
+            `${FIELD} cannot be read; the JWKS fetch keeps sending the token last read`,
+          );
+        }
+        return token;
+      }
+      if (failing) {
+        failing = false;
+        logger?.info({ file, fingerprint: fingerprint(token) }, `${FIELD} is readable again`);
+      }
+      return token;
+    },
+  };
+}
+
+function tokenOf(text: string): string {
+  const parsed = parseBearerTokenFile(text);
+  if (!parsed.ok) throw new Error(`expected a bearer token, ${parsed.problem}`);
+  return parsed.token;
+}
+
+function problemOf(error: unknown): string {
+  const code = (error as { code?: string }).code;
+  if (code === "ENOENT") return "expected a readable token file, found no such file";
+  if (code !== undefined) return `expected a readable token file, found it unreadable (${code})`;
+  return (error as Error).message;
+}
