@@ -18,8 +18,9 @@ import {
   TraceIdRatioBasedSampler,
 } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
+import { loggableUrl } from "../net/loggable-url.js";
 import type { Logger } from "./logger.js";
-import { describeEndpoint, type TracingSettings } from "./tracing-settings.js";
+import type { TracingSettings } from "./tracing-settings.js";
 
 /** Report a failing collector at most this often. */
 const EXPORT_FAILURE_LOG_INTERVAL_MS = 60_000;
@@ -143,7 +144,7 @@ export async function createTracerProvider(
   });
   logger.info(
     {
-      endpoint: describeEndpoint(settings.url),
+      endpoint: loggableUrl(settings.url),
       protocol: settings.protocol,
       // Names only: the values are often API keys.
       headers: Object.keys(settings.headers),

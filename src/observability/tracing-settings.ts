@@ -255,9 +255,3 @@ export function readTracingSettings(
     },
   };
 }
-
-/** The endpoint as it may be logged: no credentials, no query. */
-export function describeEndpoint(url: string): string {
-  const parsed = new URL(url);
-  return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
-}

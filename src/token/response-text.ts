@@ -3,6 +3,7 @@
  * without query or userinfo, the IdP's error strings without control characters, and
  * Retry-After as seconds.
  */
+import { loggableUrl } from "../net/loggable-url.js";
 
 /** Most seconds of Retry-After honoured; a day-long value is a misconfigured IdP, not advice. */
 export const MAX_RETRY_AFTER_SECONDS = 300;
@@ -10,8 +11,7 @@ export const MAX_RETRY_AFTER_SECONDS = 300;
 /** The token URL as shown in messages: no userinfo, query or fragment (they may hold secrets). */
 export function describeTokenUrl(tokenUrl: string): string {
   try {
-    const url = new URL(tokenUrl);
-    return `${url.protocol}//${url.host}${url.pathname}`;
+    return loggableUrl(tokenUrl);
   } catch {
     return "(invalid token URL)";
   }

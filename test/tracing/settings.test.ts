@@ -2,10 +2,11 @@
  * The OTEL_* variables as the spec reads them: when tracing is on, where spans go, how they're
  * sampled and batched; invalid values are reported and replaced by their defaults.
  */
+
 import { describe, expect, it } from "vitest";
+import { loggableUrl } from "../../src/net/loggable-url.js";
 import {
   decideTracing,
-  describeEndpoint,
   readTracingSettings,
   type TracingEnv,
 } from "../../src/observability/tracing-settings.js";
@@ -163,7 +164,7 @@ describe("readTracingSettings", () => {
   });
 
   it("logs an endpoint without credentials or query", () => {
-    expect(describeEndpoint("https://user:pw@collector:4318/v1/traces?key=1")).toBe(
+    expect(loggableUrl("https://user:pw@collector:4318/v1/traces?key=1")).toBe(
       "https://collector:4318/v1/traces",
     );
   });
