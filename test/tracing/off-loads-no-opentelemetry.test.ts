@@ -9,7 +9,14 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ROOT, useFreshProcess } from "../helpers/fresh-process-modules.js";
 
-const SOURCES = ["tracing.ts", "tracing-settings.ts", "tracing-sdk.ts", "tracing-provider.ts"];
+// The tracing room and what it imports from the rest of src/.
+const SOURCES = [
+  "observability/tracing.ts",
+  "observability/tracing-settings.ts",
+  "observability/tracing-sdk.ts",
+  "observability/tracing-provider.ts",
+  "net/loggable-url.ts",
+];
 
 // A request's walk through the API, then the loaded modules.
 const MAIN = `
@@ -30,11 +37,7 @@ console.log(JSON.stringify({ enabled: tracing.enabled, traceparent: traceparent 
 describe("tracing off loads no OpenTelemetry module", () => {
   const fresh = useFreshProcess({
     prefix: "bp-tracing-load-",
-    sources: () =>
-      SOURCES.map((file) => [
-        join(ROOT, "src/observability", file),
-        join("observability", file.replace(/\.ts$/, ".js")),
-      ]),
+    sources: () => SOURCES.map((file) => [join(ROOT, "src", file), file.replace(/\.ts$/, ".js")]),
     main: MAIN,
   });
 
