@@ -5,12 +5,14 @@
 import {
   constants,
   createHash,
+  createPrivateKey,
   type KeyObject,
   type SignKeyObjectInput,
   sign,
   type X509Certificate,
 } from "node:crypto";
 import type { AssertionAlgorithm } from "../../config/types.js";
+import { BearerProxyError } from "../../errors.js";
 
 /** base64url without padding (RFC 7515 §2). */
 export function base64url(data: Buffer | string): string {
@@ -82,6 +84,45 @@ export function describeKey(key: KeyObject): string {
     default:
       return key.asymmetricKeyType ?? key.type;
   }
+}
+
+/**
+ * `pem` as a private key; BP_ERR_CLIENT_KEY naming `field` (e.g. "clientKeyFile keys/a.pem")
+ * otherwise. Node's message names the PEM problem, never the key's bytes.
+ */
+export function parsePrivateKeyPem(pem: string | undefined, field: string): KeyObject {
+  if (pem === undefined) {
+    throw new BearerProxyError("BP_ERR_CLIENT_KEY", `no private key read from ${field}`);
+  }
+  try {
+    return createPrivateKey({ key: pem, format: "pem" });
+  } catch (error) {
+    throw new BearerProxyError(
+      "BP_ERR_CLIENT_KEY",
+      `${field} does not hold an unencrypted PEM private key (${(error as Error).message})`,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * The algorithm `key` signs `what` ("an assertion", "a proof") with: `configured`, else the
+ * key's own (inferAlgorithm); or what is wrong with the pair, never key material.
+ */
+export function signingAlgorithm(
+  key: KeyObject,
+  configured: AssertionAlgorithm | undefined,
+  what: string,
+): { algorithm: AssertionAlgorithm; problem?: undefined } | { problem: string } {
+  const inferred = inferAlgorithm(key);
+  const algorithm = configured ?? (typeof inferred === "string" ? inferred : undefined);
+  if (algorithm === undefined) {
+    return {
+      problem: `cannot sign ${what} with ${typeof inferred === "string" ? "" : inferred.problem}`,
+    };
+  }
+  const problem = keyProblem(key, algorithm);
+  return problem === undefined ? { algorithm } : { problem };
 }
 
 /** `x5t#S256`: base64url SHA-256 of the certificate's DER (RFC 7515 §4.1.8). */

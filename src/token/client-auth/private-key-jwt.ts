@@ -4,10 +4,16 @@
  * come from the credential reader (re-read when their files change); the key is parsed on every
  * request, which costs well under a millisecond for a request made every few minutes.
  */
-import { createPrivateKey, type KeyObject, randomUUID, X509Certificate } from "node:crypto";
+import { type KeyObject, randomUUID, X509Certificate } from "node:crypto";
 import type { AssertionAlgorithm, PrivateKeyJwtSpec } from "../../config/types.js";
 import { BearerProxyError } from "../../errors.js";
-import { certificateThumbprint, describeKey, inferAlgorithm, keyProblem, signJws } from "./jws.js";
+import {
+  certificateThumbprint,
+  describeKey,
+  parsePrivateKeyPem,
+  signingAlgorithm,
+  signJws,
+} from "./jws.js";
 import { type ClientAuth, jwtAssertionParts } from "./types.js";
 
 /** RFC 7521 §4.2 / RFC 7523 §2.2. */
@@ -16,7 +22,7 @@ export function privateKeyJwt(spec: PrivateKeyJwtSpec): ClientAuth {
   return {
     method: "private-key-jwt",
     async authenticate({ credentials, tokenUrl, nowWallMs }) {
-      const key = parseKey(credentials.clientKeyPem, spec.keyFile);
+      const key = parsePrivateKeyPem(credentials.clientKeyPem, `clientKeyFile ${spec.keyFile}`);
       const algorithm = chooseAlgorithm(key, spec);
       const header: Record<string, unknown> = { alg: algorithm, typ: "JWT" };
       if (spec.keyId !== undefined) header.kid = spec.keyId;
@@ -59,39 +65,15 @@ export function privateKeyJwt(spec: PrivateKeyJwtSpec): ClientAuth {
   };
 }
 
-function parseKey(pem: string | undefined, file: string): KeyObject {
-  if (pem === undefined) {
-    throw new BearerProxyError(
-      "BP_ERR_CLIENT_KEY",
-      `no private key read from clientKeyFile ${file}`,
-    );
-  }
-  try {
-    return createPrivateKey({ key: pem, format: "pem" });
-  } catch (error) {
-    // Node's message names the PEM problem, never the key's bytes.
-    throw new BearerProxyError(
-      "BP_ERR_CLIENT_KEY",
-      `clientKeyFile ${file} does not hold an unencrypted PEM private key (${(error as Error).message})`,
-      { cause: error },
-    );
-  }
-}
-
 function chooseAlgorithm(key: KeyObject, spec: PrivateKeyJwtSpec): AssertionAlgorithm {
-  const inferred = inferAlgorithm(key);
-  const algorithm = spec.algorithm ?? (typeof inferred === "string" ? inferred : undefined);
-  const problem =
-    algorithm === undefined
-      ? `cannot sign an assertion with ${typeof inferred === "string" ? "" : inferred.problem}`
-      : keyProblem(key, algorithm);
-  if (problem !== undefined || algorithm === undefined) {
+  const chosen = signingAlgorithm(key, spec.algorithm, "an assertion");
+  if (chosen.problem !== undefined) {
     throw new BearerProxyError(
       "BP_ERR_CLIENT_KEY",
-      `clientKeyFile ${spec.keyFile}: ${problem} (supported: RS256, PS256 with RSA ≥ 2048 bits, ES256 with P-256, EdDSA with Ed25519)`,
+      `clientKeyFile ${spec.keyFile}: ${chosen.problem} (supported: RS256, PS256 with RSA ≥ 2048 bits, ES256 with P-256, EdDSA with Ed25519)`,
     );
   }
-  return algorithm;
+  return chosen.algorithm;
 }
 
 function parseCertificate(pem: string | undefined, spec: PrivateKeyJwtSpec): X509Certificate {

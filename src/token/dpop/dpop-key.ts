@@ -9,17 +9,11 @@
  * measures both. Key checks are private-key-jwt's plus DPoP's own (key-problem.ts); the signing
  * options are private-key-jwt's (client-auth/jws.ts).
  */
-import {
-  createHash,
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPair,
-  type KeyObject,
-} from "node:crypto";
+import { createHash, createPublicKey, generateKeyPair, type KeyObject } from "node:crypto";
 import { promisify } from "node:util";
 import type { AssertionAlgorithm } from "../../config/types.js";
 import { BearerProxyError } from "../../errors.js";
-import { base64url, describeKey, jwsSigner } from "../client-auth/jws.js";
+import { base64url, describeKey, jwsSigner, parsePrivateKeyPem } from "../client-auth/jws.js";
 import type { Clock } from "../clock.js";
 import { createCredentialReader } from "../secret-reader.js";
 import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "./key-problem.js";
@@ -226,18 +220,7 @@ function signerFromPem(
   keyFile: string,
   configured: DpopAlgorithm | undefined,
 ): Signer {
-  let key: KeyObject;
-  try {
-    if (pem === undefined) throw new Error("nothing read");
-    key = createPrivateKey({ key: pem, format: "pem" });
-  } catch (error) {
-    // Node's message names the PEM problem, never the key's bytes.
-    throw new BearerProxyError(
-      "BP_ERR_CLIENT_KEY",
-      `dpop.keyFile ${keyFile} does not hold an unencrypted PEM private key (${(error as Error).message})`,
-      { cause: error },
-    );
-  }
+  const key = parsePrivateKeyPem(pem, `dpop.keyFile ${keyFile}`);
   const usable = dpopSigningAlgorithm(key, configured);
   if (usable.problem !== undefined) {
     throw new BearerProxyError(

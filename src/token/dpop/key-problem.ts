@@ -6,7 +6,7 @@
  */
 import type { KeyObject } from "node:crypto";
 import type { AssertionAlgorithm } from "../../config/types.js";
-import { inferAlgorithm, keyProblem } from "../client-auth/jws.js";
+import { signingAlgorithm } from "../client-auth/jws.js";
 
 /** What a DPoP key may be, for messages. */
 export const DPOP_KEYS_SUPPORTED =
@@ -20,15 +20,8 @@ export function dpopSigningAlgorithm(
   key: KeyObject,
   configured: AssertionAlgorithm | undefined,
 ): { algorithm: AssertionAlgorithm; problem?: undefined } | { problem: string } {
-  const inferred = inferAlgorithm(key);
-  const algorithm = configured ?? (typeof inferred === "string" ? inferred : undefined);
-  if (algorithm === undefined) {
-    return {
-      problem: `cannot sign a proof with ${typeof inferred === "string" ? "" : inferred.problem}`,
-    };
-  }
-  const problem = keyProblem(key, algorithm);
-  if (problem !== undefined) return { problem };
+  const chosen = signingAlgorithm(key, configured, "a proof");
+  if (chosen.problem !== undefined) return chosen;
   // Ed448 passes keyProblem (assertions allow it), but resource servers verify Ed25519 only;
   // an RSA-PSS-restricted key has no JWK form for the proof's `jwk` header.
   if (key.asymmetricKeyType === "ed448") {
@@ -40,5 +33,5 @@ export function dpopSigningAlgorithm(
         "an RSA-PSS-restricted key cannot be published as a JWK (a plain RSA key signs PS256 too)",
     };
   }
-  return { algorithm };
+  return chosen;
 }
