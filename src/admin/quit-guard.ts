@@ -12,7 +12,7 @@
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { isIP } from "node:net";
-import { isLoopbackAddress } from "./loopback.js";
+import { isLoopbackAddress } from "../net/loopback.js";
 
 export interface QuitRefusal {
   message: string;

@@ -8,10 +8,9 @@ import { readFile } from "node:fs/promises";
 import { parseCidr } from "../callers/cidr.js";
 import { parseHtpasswd } from "../callers/htpasswd.js";
 import { parseBearerTokenFile } from "../callers/jwks-token-file.js";
+import { isLoopbackHost } from "../net/loopback.js";
 import { describeValue, type IssueList, type IssuePath, isObject } from "./issues.js";
 import { type PathContext, resolveFilePath } from "./normalize.js";
-
-const LOOPBACK_HOSTS = /^(127\.\d+\.\d+\.\d+|::1|\[::1\]|localhost)$/i;
 
 export async function validateCallers(
   doc: Record<string, unknown>,
@@ -214,7 +213,7 @@ function warnOpenGateway(
         ? u.listen.host
         : "127.0.0.1"
       : mainHost;
-    return !LOOPBACK_HOSTS.test(host);
+    return !isLoopbackHost(host);
   });
   if (exposed.length < 2 || exposed.some((u) => Array.isArray(u.allow))) return;
   issues.warn(

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { isLoopbackAddress } from "../../src/admin/loopback.js";
 import { isLoopbackHost } from "../../src/admin/quit-guard.js";
+import { isLoopbackAddress } from "../../src/net/loopback.js";
 import { buildTestAdmin, type TestAdmin } from "./helpers.js";
 
 /** What `curl -X POST -H 'content-type: application/json' http://localhost:9901/…` sends. */
