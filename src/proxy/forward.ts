@@ -710,10 +710,12 @@ export class Exchange implements Dispatcher.DispatchHandler {
   /**
    * The upstream answered an Upgrade request with 101 and undici handed its connection over
    * (upgrade-dispatcher.ts): the attempt ends here, and the exchange with it. `onDone` is not
-   * called: the upgrade handler owns the connection now and finishes the request itself.
+   * called: the upgrade handler owns the connection now and finishes the request itself, with
+   * the attempts and resend waits returned here.
    */
-  switchedProtocols(statusCode: number): void {
-    if (this.finished) return;
+  switchedProtocols(statusCode: number): Required<Pick<ExchangeOutcome, "attempts" | "waitedMs">> {
+    const counts = { attempts: this.attempts, waitedMs: this.waitedMs };
+    if (this.finished) return counts;
     this.finished = true;
     clearTimeout(this.queueTimer);
     clearTimeout(this.drainTimer);
@@ -721,6 +723,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.attempt = undefined;
     // 101 exists in HTTP/1.1 only (RFC 9113 §8.6), and upgrades never go over HTTP/2.
     attempt?.end(statusCode, undefined, "1.1");
+    return counts;
   }
 
   /** Ends the current attempt's span (an attempt retried or replayed ends before the next). */

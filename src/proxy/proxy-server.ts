@@ -138,6 +138,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       tokenFor: routing.tokenFor,
       upgradeDispatcherFor: routing.upgradeDispatcherFor ?? routing.dispatcherFor,
       callerGate: routing.callerGate,
+      pacingFor: routing.pacingFor,
       tracing: deps.tracing,
       metrics: deps.metrics,
       logger: deps.logger,

@@ -6,13 +6,11 @@
  */
 import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
-import { addressLabel } from "../callers/types.js";
 import type { LimitsConfig } from "../config/types.js";
 import type { ProxyErrorCode } from "../errors.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
 import { startExchange } from "./forward.js";
-import { type Admission, PacerClosedError } from "./pacing/limiter.js";
-import { rateLimitValue } from "./pacing/ratelimit-headers.js";
+import { budgetKey, type GateRefusal, type PacedRequest, passGate } from "./pacing/gate.js";
 import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
 import { mapUpstreamError } from "./proxy-errors.js";
 import type { RequestAnswer } from "./request-answer.js";
@@ -37,14 +35,44 @@ export interface DispatchDeps {
 }
 
 /** A request with its token (and body, if any) in hand, on its way through the pacing gate. */
-interface ReadyRequest {
-  answer: RequestAnswer;
-  plan: ForwardPlan;
-  deps: DispatchDeps;
-  tokens: TokenProvider;
-  /** Replaced by a newer one when a wait for the turn outlived it. */
-  token: AccessToken;
-  body: Buffer | Readable | null;
+class ReadyRequest implements PacedRequest {
+  constructor(
+    readonly answer: RequestAnswer,
+    readonly plan: ForwardPlan,
+    readonly deps: DispatchDeps,
+    readonly tokens: TokenProvider,
+    /** Replaced by a newer one when a wait for the turn outlived it. */
+    public token: AccessToken,
+    readonly body: Buffer | Readable | null,
+  ) {}
+
+  get finished(): boolean {
+    return this.answer.finished;
+  }
+
+  waitSignal(): AbortSignal {
+    this.answer.abortWait ??= new AbortController();
+    return this.answer.abortWait.signal;
+  }
+
+  afterWait(): void {
+    this.token = this.tokens.peekToken() ?? this.token;
+  }
+
+  proceed(
+    pacing: UpstreamPacing,
+    key: string,
+    rateLimit: string | undefined,
+    waitedMs: number,
+  ): void {
+    this.answer.waitMs = waitedMs;
+    exchange(this, pacing, key, rateLimit);
+  }
+
+  refuse(code: ProxyErrorCode, message: string, refusal: GateRefusal): void {
+    this.answer.waitMs = refusal.waitedMs;
+    this.answer.fail(code, message, refusal);
+  }
 }
 
 /** Forwards `plan`; `answer` is finished exactly once, whatever happens. */
@@ -59,7 +87,7 @@ export function dispatchRequest(
   // Fast path: a cached token and no body — no promise, no timer, one small object.
   const cached = tokens.peekToken();
   if (cached && plan.body.kind === "none") {
-    pace({ answer, plan, deps, tokens, token: cached, body: null }, pacing);
+    pace(new ReadyRequest(answer, plan, deps, tokens, cached, null), pacing);
     return;
   }
   void waitThenExchange(answer, plan, deps, tokens, cached, pacing);
@@ -115,7 +143,7 @@ async function waitThenExchange(
       body = streamed.stream;
     }
     if (answer.finished) return;
-    pace({ answer, plan, deps, tokens, token, body }, pacing);
+    pace(new ReadyRequest(answer, plan, deps, tokens, token, body), pacing);
   } catch (err) {
     if (answer.finished) return;
     if (err instanceof ClientBodyError) {
@@ -131,101 +159,13 @@ async function waitThenExchange(
   }
 }
 
-/**
- * The pacing gate, consulted once per request right before the exchange: a free turn goes on at
- * once (synchronously), a request over the limit waits for its turn within `rateLimit.wait`
- * (or an upstream's pause), and one whose turn would come later is answered 429 with
- * Retry-After and the RateLimit fields.
- */
+/** The pacing gate (pacing/gate.ts), consulted once per request right before the exchange. */
 function pace(ready: ReadyRequest, pacing: UpstreamPacing | undefined): void {
   if (pacing === undefined) {
     exchange(ready, undefined, "", undefined);
     return;
   }
-  const { answer } = ready;
-  const key = budgetKey(answer, pacing);
-  // The signal is made only when the request has to wait: a hang-up then ends the wait.
-  const admission = pacing.pacer.acquire(key, () => waitSignalOf(answer));
-  if (admission instanceof Promise) {
-    const waitStartMs = performance.now();
-    void waitForTurn(ready, pacing, key, admission, waitStartMs);
-    return;
-  }
-  passGate(ready, pacing, key, admission);
-}
-
-function waitSignalOf(answer: RequestAnswer): AbortSignal {
-  answer.abortWait ??= new AbortController();
-  return answer.abortWait.signal;
-}
-
-/** The budget a request spends: the upstream's, or its caller's (`rateLimit.by: caller`). */
-function budgetKey(answer: RequestAnswer, pacing: UpstreamPacing): string {
-  if (!pacing.byCaller) return pacing.upstream;
-  // The caller an `allow` list identified, else the TCP peer (the start log says so).
-  return answer.caller ?? addressLabel(answer.req.socket.remoteAddress ?? "");
-}
-
-async function waitForTurn(
-  ready: ReadyRequest,
-  pacing: UpstreamPacing,
-  key: string,
-  turn: Promise<Admission>,
-  waitStartMs: number,
-): Promise<void> {
-  const { answer } = ready;
-  let admission: Admission;
-  try {
-    admission = await turn;
-  } catch (err) {
-    // The client hung up (the request is finished already), or the pacer closed under it.
-    if (answer.finished) return;
-    if (err instanceof PacerClosedError) {
-      // A reload retired this upstream's pacer past shutdown.timeout, or the proxy is stopping.
-      const message = "the proxy stopped pacing this upstream while the request waited";
-      answer.fail("shutting_down", message, { retryAfterSeconds: 1, cause: err });
-    } else {
-      answer.fail("internal_error", "internal error", { cause: err });
-    }
-    return;
-  }
-  if (answer.finished) return;
-  // A refusal after waiting (a pause that grew, a turn that moved) waited all the same.
-  if (!admission.ok) answer.waitMs = performance.now() - waitStartMs;
-  // A long wait may have outlived the token it started with.
-  ready.token = ready.tokens.peekToken() ?? ready.token;
-  passGate(ready, pacing, key, admission);
-}
-
-function passGate(
-  ready: ReadyRequest,
-  pacing: UpstreamPacing,
-  key: string,
-  admission: Admission,
-): void {
-  const { answer, plan } = ready;
-  if (!admission.ok) {
-    pacing.refused(admission.code);
-    const headers =
-      pacing.policy === undefined
-        ? undefined
-        : { "ratelimit-policy": pacing.policy, ratelimit: rateLimitValue(admission)! };
-    answer.fail(admission.code, refusalMessage(admission.code, plan.route.config.name), {
-      retryAfterSeconds: admission.retryAfterSeconds,
-      headers,
-    });
-    return;
-  }
-  pacing.admitted(admission);
-  answer.waitMs = admission.waitedMs;
-  const value = pacing.policy === undefined ? undefined : rateLimitValue(admission);
-  exchange(ready, pacing, key, value);
-}
-
-function refusalMessage(code: "rate_limited" | "upstream_rate_limited", upstream: string): string {
-  return code === "rate_limited"
-    ? `upstream ${upstream} is rate limited (upstreams[].rateLimit): no turn for this request within rateLimit.wait`
-    : `upstream ${upstream} asked to slow down (Retry-After) for longer than this request may wait`;
+  passGate(ready, pacing, budgetKey(pacing, ready.answer.caller, ready.answer.req.socket));
 }
 
 function exchange(

@@ -33,13 +33,18 @@ function text(item: Buffer | string): string {
  * The 101 as the client gets it: the upstream's end-to-end fields (Sec-WebSocket-Accept,
  * -Protocol, -Extensions, Set-Cookie, …) in order, hop-by-hop ones dropped, then the
  * `Connection: upgrade` and `Upgrade` fields that this hop needs (RFC 9110 §7.8, §15.2.2).
+ * `extra` is the proxy's own fields, name then value (the pacing gate's RateLimit fields).
  */
-export function switchingProtocolsHead(rawHeaders: readonly (Buffer | string)[]): string {
+export function switchingProtocolsHead(
+  rawHeaders: readonly (Buffer | string)[],
+  extra: readonly string[] = [],
+): string {
   let upgrade: string | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     if (text(rawHeaders[i]!).toLowerCase() === "upgrade") upgrade = text(rawHeaders[i + 1]!);
   }
   const fields = clientResponseHeaders(rawHeaders, false);
+  fields.push(...extra);
   let head = "HTTP/1.1 101 Switching Protocols\r\n";
   for (let i = 0; i < fields.length; i += 2) head += `${fields[i]}: ${fields[i + 1]}\r\n`;
   head += "connection: upgrade\r\n";

@@ -16,6 +16,10 @@
  * Traced as a plain request is (observability/tracing.ts): a SERVER span continuing the
  * client's `traceparent`, a CLIENT span per attempt (the Exchange's), a token wait when there is
  * one. The SERVER span ends with the handshake's answer, not with the tunnel (see onUpgrade).
+ *
+ * Paced as a plain request is (pacing/gate.ts): the handshake is a request the upstream counts
+ * against its limit, so after the token it takes a turn from the upstream's pacer (same budget,
+ * same `rateLimit.wait`, the same 429s), and the exchange's replay and retries wait for theirs.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
@@ -32,11 +36,18 @@ import type { AccessLog } from "./access-log.js";
 import { type Exchange, startExchange } from "./forward.js";
 import { createHeaderInjector, type HeaderInjector } from "./inject-headers.js";
 import type { ProcessLoad } from "./overload.js";
+import { budgetKey, passGate } from "./pacing/gate.js";
+import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
 import { mapUpstreamError, sendProxyError } from "./proxy-errors.js";
 import { type AcceptedTarget, checkRequest } from "./request-guards.js";
 import { createRequestRecorder } from "./request-log.js";
 import { createRouter, upstreamPath } from "./router.js";
-import { responseOnSocket, whenConnectionIdle } from "./socket-response.js";
+import {
+  type HangUpWatch,
+  responseOnSocket,
+  watchForHangUp,
+  whenConnectionIdle,
+} from "./socket-response.js";
 import { UpgradeDispatcher } from "./upgrade-dispatcher.js";
 import {
   type RelayOutcome,
@@ -63,6 +74,8 @@ export interface UpgradeHandlerDeps {
   callerGate?: CallerGate | undefined;
   /** Request and upstream-attempt spans, as for plain requests; default: off. */
   tracing?: Tracing | undefined;
+  /** The upstream's pacing gate and retry policy, as for plain requests; undefined: neither. */
+  pacingFor?: ((upstreamName: string) => UpstreamPacing | undefined) | undefined;
 }
 
 export interface UpgradeHandler {
@@ -148,9 +161,15 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
     /** Counted in `upgradeLoad` until the relay (or the refusal) ends. */
     let admitted = false;
     let abortWait: AbortController | undefined;
+    /** Reads the connection until the 101, so a hang-up while waiting is seen. */
+    let hangUp: HangUpWatch | undefined;
     let exchange: Exchange | undefined;
     let caller: string | undefined;
     let span: ServerSpan | undefined;
+    /** ms the pacing gate held the handshake (its turn, a pause, a replay's turn). */
+    let waitMs = 0;
+    /** Handshakes sent upstream (retries and replays included). */
+    let attempts = 0;
     waiting++;
 
     /**
@@ -205,6 +224,8 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         caller,
         traceId: span?.traceId,
         spanId: span?.spanId,
+        waitMs,
+        attempts,
       });
     };
 
@@ -294,6 +315,11 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         fail("bad_request", "an Upgrade request must not carry a body");
         return;
       }
+      // From here the request may wait (caller check, token, turn, the upstream's answer); a
+      // hang-up meanwhile closes the connection, and the 'close' listener above ends the wait.
+      hangUp = watchForHangUp(client, head, () => {
+        if (!finished) client.destroy();
+      });
       // The same gate as a plain request: after routing, before the token is touched.
       const verdict = deps.callerGate?.check(upstream.name, req);
       const target: RoutedUpgrade = { upstream, guard, protocols: allowed };
@@ -332,6 +358,9 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
       }
       const tokens = deps.tokenFor(upstream.name);
       const path = upstreamPath(upstream, guard.pathAndQuery);
+      const pacing = deps.pacingFor?.(upstream.name);
+      /** `RateLimit-Policy` and `RateLimit` for the 101, as a plain answer carries them. */
+      let rateLimitFields: string[] = [];
 
       const onUpgrade = (
         status: number,
@@ -344,7 +373,11 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         }
         upgraded = true;
         waiting--;
-        exchange?.switchedProtocols(status);
+        if (exchange) {
+          const counts = exchange.switchedProtocols(status);
+          attempts = counts.attempts;
+          waitMs += counts.waitedMs;
+        }
         exchange = undefined;
         // The span ends with the request's answer, the 101, not with the tunnel: one open for
         // hours would reach the collector only then (or never) and read as the request's
@@ -352,11 +385,11 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         endSpan(status);
         res.detachSocket(client);
         upstreamSocket.on("error", ignore);
-        client.write(switchingProtocolsHead(rawHeaders));
+        client.write(switchingProtocolsHead(rawHeaders, rateLimitFields));
         const relay = relayUpgraded({
           client,
           upstream: upstreamSocket,
-          clientHead: head,
+          clientHead: hangUp?.release() ?? head,
           idleMs: upstream.timeouts.upgradeIdleMs,
           onClose: (outcome) => {
             relays.delete(relay);
@@ -384,8 +417,15 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         onUpgrade,
       );
 
-      const dispatch = (token: AccessToken) => {
+      const dispatch = (
+        token: AccessToken,
+        paceKey: string,
+        rateLimit: string | undefined,
+      ): void => {
         if (finished) return;
+        if (pacing?.policy !== undefined && rateLimit !== undefined) {
+          rateLimitFields = ["ratelimit-policy", pacing.policy, "ratelimit", rateLimit];
+        }
         try {
           injected.headers[injected.authorizationIndex] = injector.authorization(token);
         } catch (err) {
@@ -413,8 +453,13 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
           // No parser is left on this connection: it closes after any answer but a 101.
           closeConnection: () => true,
           span: serverSpan(),
+          pacing,
+          paceKey,
+          rateLimit,
           onDone: (outcome) => {
             exchange = undefined;
+            attempts = outcome.attempts ?? 0;
+            waitMs += outcome.waitedMs ?? 0;
             finish(outcome.status, {
               bytesOut: outcome.bytesOut,
               replayed: outcome.replayed,
@@ -426,9 +471,43 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         if (!finished && !upgraded) exchange = started;
       };
 
+      /** The pacing gate, as a plain request passes it: after the token, before the exchange. */
+      const pace = (token: AccessToken): void => {
+        if (finished) return;
+        if (pacing === undefined) {
+          dispatch(token, "", undefined);
+          return;
+        }
+        let current = token;
+        passGate(
+          {
+            get finished() {
+              return finished;
+            },
+            waitSignal() {
+              abortWait ??= new AbortController();
+              return abortWait.signal;
+            },
+            afterWait() {
+              current = tokens.peekToken() ?? current;
+            },
+            proceed(_pacing, key, rateLimit, waitedMs) {
+              waitMs = waitedMs;
+              dispatch(current, key, rateLimit);
+            },
+            refuse(code, message, refusal) {
+              waitMs = refusal.waitedMs;
+              fail(code, message, refusal);
+            },
+          },
+          pacing,
+          budgetKey(pacing, caller, client),
+        );
+      };
+
       const cached = tokens.peekToken();
       if (cached) {
-        dispatch(cached);
+        pace(cached);
         return;
       }
       abortWait = new AbortController();
@@ -440,7 +519,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
         .then(
           (token) => {
             wait.end();
-            dispatch(token);
+            pace(token);
           },
           (err: unknown) => {
             const mapped = mapUpstreamError(err, upstream.name);

@@ -1,16 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Emulator } from "../../src/emulator/types.js";
-import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/app-under-test.js";
-import { basicHeader, htpasswdFile } from "../helpers/callers-fixture.js";
+import { type AppUnderTest, logsMatching } from "../helpers/app-under-test.js";
+import { basicHeader } from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import { createTestPki } from "../helpers/tls.js";
 import { sleep } from "../helpers/wait.js";
+import { ALICE, BOB, startByCallerGateway } from "../pacing/support/by-caller-gateway.js";
 import {
   type Answer,
   burst,
   type SendOptions,
   send,
-  upstreamEntry,
   upstreamStatus,
 } from "../pacing/support/gateway.js";
 import {
@@ -26,9 +26,6 @@ import {
  * which the proxy says at start.
  */
 
-const ALICE = { user: "alice", password: "alice-pw" };
-const BOB = { user: "bob", password: "bob-pw" };
-
 describe("rateLimit.by: caller", () => {
   let emulator: Emulator;
   let upstream: UpstreamProcess;
@@ -39,25 +36,11 @@ describe("rateLimit.by: caller", () => {
     emulator = await startTlsEmulator(pki);
     // Plenty for both callers: this file is about who waits, not the upstream's limit.
     upstream = await startUpstreamProcess({ cert: pki.good, limit: 1_000 });
-    const perCaller = { requests: 5, per: "1s", by: "caller", wait: "30s" };
-    gateway = await startAppUnderTest({
+    gateway = await startByCallerGateway({
       caPem: pki.caPem,
-      files: {
-        "callers.htpasswd": htpasswdFile({
-          [ALICE.user]: ALICE.password,
-          [BOB.user]: BOB.password,
-        }),
-      },
-      config: {
-        callers: { basic: { usersFile: "callers.htpasswd" } },
-        upstreams: [
-          upstreamEntry("by-address", upstream.origin, emulator, { rateLimit: perCaller }),
-          upstreamEntry("by-user", upstream.origin, emulator, {
-            rateLimit: perCaller,
-            allow: [{ user: ALICE.user }, { user: BOB.user }],
-          }),
-        ],
-      },
+      emulator,
+      origin: upstream.origin,
+      perCaller: { requests: 5, per: "1s", by: "caller", wait: "30s" },
     });
   }, 30_000);
 

@@ -6,7 +6,13 @@ import { rawRequest } from "../helpers/raw-http.js";
 import { createTestPki, type TestPki } from "../helpers/tls.js";
 import { requestLogs, startTestProxy, type TestProxy } from "../proxy/harness.js";
 import { createStubTokens, type StubTokens, tokenUnavailable } from "../proxy/stub-tokens.js";
-import { eventually, headerValues, startWsUpstream, type WsUpstream } from "./ws-upstream.js";
+import {
+  eventually,
+  HANDSHAKE,
+  headerValues,
+  startWsUpstream,
+  type WsUpstream,
+} from "./ws-upstream.js";
 
 /**
  * Issue 15 item 5: every answer but 101 to an Upgrade request — an upstream 401 (new token, one
@@ -45,13 +51,6 @@ function open(url: string): Promise<WebSocket> {
     ws.on("unexpected-response", (_req, res) => reject(new Error(`status ${res.statusCode}`)));
   });
 }
-
-const HANDSHAKE =
-  "Host: 127.0.0.1\r\n" +
-  "Connection: Upgrade\r\n" +
-  "Upgrade: websocket\r\n" +
-  "Sec-WebSocket-Version: 13\r\n" +
-  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
 
 describe("answers to Upgrade requests other than 101", () => {
   let pki: TestPki;

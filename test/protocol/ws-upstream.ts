@@ -82,6 +82,17 @@ export async function startWsUpstream(options: WsUpstreamOptions): Promise<WsUps
   };
 }
 
+/**
+ * The rest of a raw WebSocket handshake after its request line (RFC 6455 §4.1, with the RFC's
+ * sample key), ending the head: `GET /path HTTP/1.1\r\n${HANDSHAKE}`.
+ */
+export const HANDSHAKE =
+  "Host: 127.0.0.1\r\n" +
+  "Connection: Upgrade\r\n" +
+  "Upgrade: websocket\r\n" +
+  "Sec-WebSocket-Version: 13\r\n" +
+  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
 /** Header values by lowercase name. */
 export function headerValues(headers: [string, string][], name: string): string[] {
   return headers.filter(([n]) => n.toLowerCase() === name).map(([, v]) => v);

@@ -15,6 +15,8 @@ declare module "ws" {
     handshakeTimeout?: number;
     perMessageDeflate?: boolean;
     finishRequest?: (request: ClientRequest, websocket: WebSocket) => void;
+    /** Passed on to http.request: the connection's source address. */
+    localAddress?: string;
   }
 
   export class WebSocket extends EventEmitter {

@@ -66,7 +66,9 @@ export async function startTracedProxy(options: TracedProxyOptions): Promise<Tra
           OTEL_TRACES_EXPORTER: "otlp",
           OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
           OTEL_EXPORTER_OTLP_PROTOCOL: options.protocol ?? "http/protobuf",
-          OTEL_BSP_SCHEDULE_DELAY: "50",
+          // Only forceFlush exports: a timed export in flight is not awaited by forceFlush
+          // (the SDK flushes what is still queued), so a test could read the receiver too early.
+          OTEL_BSP_SCHEDULE_DELAY: "600000",
           ...options.env,
         },
         logger: captured.logger,
