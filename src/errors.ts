@@ -44,6 +44,13 @@ export const PROXY_ERROR_STATUS = {
   upstream_header_too_large: 502,
   token_rejected: 502,
   token_unavailable: 503,
+  /**
+   * A service-account token on a route whose `allow` names callers, while the cluster's signing
+   * keys cannot be loaded (the API server is down, and no keys were fetched before, or those
+   * are past `JWKS_STALE_LIMIT_MS`). Not 407: the token may be good, and clients such as git
+   * would ask for other credentials. With `Retry-After`.
+   */
+  caller_keys_unavailable: 503,
   shutting_down: 503,
   /** No pooled upstream connection came free within `timeouts.queue`. */
   upstream_busy: 503,

@@ -2,7 +2,7 @@
  * `upstreams[].allow`: the policy half of caller authorization (Envoy RBAC / Istio
  * AuthorizationPolicy keep principals apart from the rules that match them). Rules are ORed; a
  * `cidr` rule matches the TCP peer, the others a verified `Caller`. `decideAccess` is the one
- * place that turns a peer and an authentication into allow / 407 / 403.
+ * place that turns a peer and an authentication into allow / 407 / 403 / 503.
  */
 import { BlockList } from "node:net";
 import { parseCidr } from "./cidr.js";
@@ -129,13 +129,16 @@ export type AccessDecision =
   /** 407: the rules name callers and none (or an invalid credential) was presented. */
   | { outcome: "unauthenticated"; reason: string }
   /** 403: who (or where) the caller is is known, and no rule admits it. */
-  | { outcome: "forbidden"; reason: string };
+  | { outcome: "forbidden"; reason: string }
+  /** 503: a service-account token came, but the cluster's keys to check it could not be loaded. */
+  | { outcome: "unavailable"; reason: string };
 
 /**
  * Decide one request. `policy` undefined (no `allow`) admits everyone. Otherwise, ORed: a
  * matching `cidr` admits the peer; a valid caller a rule names is admitted; a missing or
- * invalid credential where the rules name callers is 407 (a client may retry with one);
- * everything else is 403. A credential is never required when the address alone admits.
+ * invalid credential where the rules name callers is 407 (a client may retry with one), a
+ * token that could not be checked for want of the cluster's keys 503; everything else is 403.
+ * A credential is never required when the address alone admits.
  */
 export function decideAccess(
   policy: AllowPolicy | undefined,
@@ -147,6 +150,10 @@ export function decideAccess(
   if (!policy || policy.allowsAddress(peerAddress)) return { outcome: "allow", label };
   if (caller && policy.allowsCaller(caller)) return { outcome: "allow", label };
   if (policy.needsCredential && !caller) {
+    // Neither 407 (the credential may well be good; git would prompt for another) nor 403.
+    if (authentication?.ok === false && authentication.reason === "keys_unavailable") {
+      return { outcome: "unavailable", reason: authentication.message };
+    }
     return {
       outcome: "unauthenticated",
       reason:

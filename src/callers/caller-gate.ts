@@ -4,7 +4,9 @@
  * peer and `Proxy-Authorization`, asks the authenticator who that is (a cached answer is
  * synchronous; bcrypt and JWKS are not), and lets `allow.ts` decide. Refusals become the error
  * contract: 407 `caller_unauthenticated` with the challenges clients expect, 403
- * `caller_not_allowed`, 429 `caller_throttled` after repeated bad credentials from one address.
+ * `caller_not_allowed`, 429 `caller_throttled` after repeated bad credentials from one address,
+ * 503 `caller_keys_unavailable` when a service-account token cannot be checked for want of the
+ * cluster's keys (not the caller's fault: no failure counted, no challenge).
  *
  * The authenticator (bcryptjs, jose) is loaded only when some upstream's rules name callers, so
  * a sidecar without `allow` loads neither.
@@ -16,6 +18,7 @@ import { type AllowPolicy, compileAllowRules, decideAccess } from "./allow.js";
 import type { CallerAuthenticator } from "./authenticate.js";
 import type { DenialLog, DenyReason } from "./denial-log.js";
 import type { FailureThrottle } from "./failure-throttle.js";
+import { JWKS_RETRY_AFTER_FAILURE_MS } from "./jwks-timing.js";
 import type { Authentication } from "./types.js";
 import { addressLabel, callerLabel } from "./types.js";
 
@@ -24,7 +27,11 @@ export type GateVerdict =
   | { allowed: true; caller: string | undefined }
   | {
       allowed: false;
-      code: "caller_unauthenticated" | "caller_not_allowed" | "caller_throttled";
+      code:
+        | "caller_unauthenticated"
+        | "caller_not_allowed"
+        | "caller_throttled"
+        | "caller_keys_unavailable";
       message: string;
       /** `Proxy-Authenticate` challenges on a 407. */
       headers: Record<string, string | string[]> | undefined;
@@ -51,6 +58,8 @@ export interface CallerGateDeps {
 }
 
 const OPEN: GateVerdict = Object.freeze({ allowed: true, caller: undefined });
+/** The soonest the cluster's keys can be back: the JWKS fetch is not retried before. */
+const KEYS_RETRY_AFTER_SECONDS = Math.ceil(JWKS_RETRY_AFTER_FAILURE_MS / 1000);
 
 /** RFC 9110 §11.7.1 challenges; `realm` exactly as git and curl expect it. */
 export function proxyChallenges(callers: CallersConfig): string[] {
@@ -95,6 +104,15 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
     const decision = decideAccess(policy, peer, authentication);
     if (decision.outcome === "allow") return { allowed: true, caller: decision.label };
     const caller = authentication?.ok ? callerLabel(authentication.caller) : addressLabel(peer);
+    if (decision.outcome === "unavailable") {
+      return deny(upstream, "keys_unavailable", {
+        code: "caller_keys_unavailable",
+        message: `${decision.reason}; retry later`,
+        headers: undefined,
+        retryAfterSeconds: KEYS_RETRY_AFTER_SECONDS,
+        caller,
+      });
+    }
     if (decision.outcome === "unauthenticated") {
       return deny(upstream, authentication ? "invalid_credential" : "no_credential", {
         code: "caller_unauthenticated",
@@ -133,8 +151,12 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
       };
     }
     // A success does not forgive earlier failures: one valid account must not let an address
-    // keep guessing others' passwords (the window ends them on its own).
-    if (!authentication.ok) deps.throttle.recordFailure(peer);
+    // keep guessing others' passwords (the window ends them on its own). Keys that cannot be
+    // loaded are the gateway's trouble, not a guess: counting them would block every caller of
+    // the address for a minute after the keys are back.
+    if (!authentication.ok && authentication.reason !== "keys_unavailable") {
+      deps.throttle.recordFailure(peer);
+    }
     return decide(upstream, policy, peer, authentication);
   }
 

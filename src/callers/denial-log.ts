@@ -5,7 +5,13 @@
  */
 
 /** Why a caller was refused; also the `reason` label of bearer_proxy_caller_denied_total. */
-export type DenyReason = "no_credential" | "invalid_credential" | "not_allowed" | "throttled";
+export type DenyReason =
+  | "no_credential"
+  | "invalid_credential"
+  | "not_allowed"
+  | "throttled"
+  /** A service-account token that could not be checked: the cluster's keys are unavailable. */
+  | "keys_unavailable";
 
 export interface Denial {
   /** ISO time of the refusal. */

@@ -100,7 +100,12 @@ export function createServiceAccountVerifier(
           warnedAtMs = now();
           unwarned = 0;
         }
-        return invalid("the cluster's service-account signing keys could not be loaded");
+        // Not the caller's fault either: the gate answers 503, and counts no failed credential.
+        return {
+          ok: false,
+          reason: "keys_unavailable",
+          message: "the cluster's service-account signing keys could not be loaded",
+        };
       }
       return invalid(message);
     }

@@ -10,13 +10,17 @@ export type Caller =
   | { kind: "user"; name: string }
   | { kind: "serviceAccount"; namespace: string; name: string };
 
-/** Why a credential was not accepted. */
+/**
+ * Why a credential was not accepted. `keys_unavailable` alone is no fault of the caller's: the
+ * cluster's signing keys could not be loaded, so the token was not checked at all.
+ */
 export type AuthenticationFailureReason =
   | "malformed"
   | "unsupported_scheme"
   | "unknown_user"
   | "bad_password"
   | "invalid_token"
+  | "keys_unavailable"
   | "not_configured";
 
 /**

@@ -123,7 +123,7 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     }),
     callerDeniedTotal: new Counter({
       name: "bearer_proxy_caller_denied_total",
-      help: "Requests refused by an upstream's allow list, by upstream and reason (no_credential, invalid_credential, not_allowed, throttled).",
+      help: "Requests refused by an upstream's allow list, by upstream and reason (no_credential, invalid_credential, not_allowed, throttled, keys_unavailable).",
       labelNames: ["upstream", "reason"],
       registers,
     }),

@@ -177,6 +177,22 @@ describe("decideAccess", () => {
     });
   });
 
+  it("a token unchecked for want of the cluster's keys is 503 where rules name callers; a cidr still admits", () => {
+    const unchecked: Authentication = {
+      ok: false,
+      reason: "keys_unavailable",
+      message: "the cluster's service-account signing keys could not be loaded",
+    };
+    expect(decideAccess(mixed, "192.0.2.1", unchecked)).toEqual({
+      outcome: "unavailable",
+      reason: "the cluster's service-account signing keys could not be loaded",
+    });
+    expect(decideAccess(mixed, "10.12.0.9", unchecked)).toEqual({
+      outcome: "allow",
+      label: "addr:10.12.0.9",
+    });
+  });
+
   it("a valid caller no rule names, or an address with cidr-only rules, is 403", () => {
     expect(decideAccess(mixed, "192.0.2.1", ok(sa("kube-system", "x")))).toEqual({
       outcome: "forbidden",

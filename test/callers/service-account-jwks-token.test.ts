@@ -110,7 +110,7 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
     try {
       expect(await anonymous.verify(jwt)).toEqual({
         ok: false,
-        reason: "invalid_token",
+        reason: "keys_unavailable",
         message: "the cluster's service-account signing keys could not be loaded",
       });
     } finally {
@@ -156,7 +156,7 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
     });
     const jwt = await serviceAccountToken(k1);
     try {
-      expect(await verifier.verify(jwt)).toMatchObject({ ok: false, reason: "invalid_token" });
+      expect(await verifier.verify(jwt)).toMatchObject({ ok: false, reason: "keys_unavailable" });
       expect(records.at(-1)).toMatchObject({
         level: "warn",
         err: {
@@ -166,12 +166,12 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
       // A failed fetch holds the next one back (an outage must not be a fetch per caller)…
       await writeFile(tokenFile(), TOKEN_B);
       const warnings = records.length;
-      expect(await verifier.verify(jwt)).toMatchObject({ ok: false, reason: "invalid_token" });
+      expect(await verifier.verify(jwt)).toMatchObject({ ok: false, reason: "keys_unavailable" });
       expect(seen).toEqual([`Bearer ${TOKEN_A}`]);
       expect(records.length).toBe(warnings); // and the warning comes once a minute
       // …for JWKS_RETRY_AFTER_FAILURE_MS; then it tries again, with the file as it is now.
       vi.setSystemTime(Date.now() + 61_000);
-      expect(await verifier.verify(jwt)).toMatchObject({ ok: false, reason: "invalid_token" });
+      expect(await verifier.verify(jwt)).toMatchObject({ ok: false, reason: "keys_unavailable" });
       expect(records.at(-1)).toMatchObject({
         refusedCallers: 2,
         err: {

@@ -109,7 +109,7 @@ describe("service-account jwksUri", () => {
     try {
       expect(await untrusting.verify(jwt)).toEqual({
         ok: false,
-        reason: "invalid_token",
+        reason: "keys_unavailable",
         message: "the cluster's service-account signing keys could not be loaded",
       });
       expect(fetches).toBe(0);
@@ -124,7 +124,7 @@ describe("service-account jwksUri", () => {
       { logger, extraCaCertsFile: undefined },
     );
     try {
-      expect(await failing.verify(jwt)).toMatchObject({ ok: false, reason: "invalid_token" });
+      expect(await failing.verify(jwt)).toMatchObject({ ok: false, reason: "keys_unavailable" });
       expect(fetches).toBe(1);
     } finally {
       await failing.close();

@@ -24,8 +24,9 @@ import { createTestPki } from "../helpers/tls.js";
  * authenticated service accounts, so a gateway whose fetch sends no token refuses every
  * service-account caller. Here the cluster's key server (real TLS, a CA of its own) answers 401
  * without `Authorization: Bearer <the gateway's own token>`. Without `jwksTokenFile` the caller
- * gets 407; a reload that adds `jwksTokenFile` admits it (the new key builds a new key source);
- * the gateway's token shows nowhere: logs, answers, /status, /metrics.
+ * gets 503 `caller_keys_unavailable` (its token was never checked: no 407, no failure counted);
+ * a reload that adds `jwksTokenFile` admits it (the new key builds a new key source); the
+ * gateway's token shows nowhere: logs, answers, /status, /metrics.
  */
 
 /** The gateway pod's own service-account token, as mounted for it. */
@@ -111,10 +112,11 @@ describe("service-account callers with a JWKS that needs a bearer token", () => 
     await new Promise((resolve) => jwksServer?.close(resolve));
   });
 
-  it("an anonymous JWKS fetch is refused (401), so the caller gets 407 and the log says why", async () => {
+  it("an anonymous JWKS fetch is refused (401), so the caller gets 503 and the log says why", async () => {
     const res = await call();
-    expect(res.status).toBe(407);
-    expect(errorCode(res.text)).toBe("caller_unauthenticated");
+    expect(res.status).toBe(503);
+    expect(errorCode(res.text)).toBe("caller_keys_unavailable");
+    expect(res.headers["retry-after"]).toBe("5");
     expect(res.text).toContain("signing keys could not be loaded");
     expect(received).toEqual([undefined]);
     expect(logsMatching(gateway.records, "signing keys could not be loaded")).toEqual([
