@@ -15,6 +15,7 @@ const ROWS = [
   "dpop-eddsa",
   "dpop-ps256",
   "sign-es256",
+  "sign-es256-p1363",
   "sign-ed25519",
   "tracing-protobuf",
   "tracing-json",
