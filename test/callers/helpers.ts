@@ -50,6 +50,15 @@ export async function signingKey(kid: string, alg = "RS256"): Promise<SigningKey
   return { kid, alg, privateKey, publicKey, jwk };
 }
 
+/** One RS256 {@link SigningKey} per kid, in that order. */
+export function signingKeys<const Kids extends readonly string[]>(
+  ...kids: Kids
+): Promise<{ [I in keyof Kids]: SigningKey }> {
+  return Promise.all(kids.map((kid) => signingKey(kid))) as Promise<{
+    [I in keyof Kids]: SigningKey;
+  }>;
+}
+
 export function jwks(...keys: SigningKey[]): string {
   return JSON.stringify({ keys: keys.map((k) => k.jwk) });
 }

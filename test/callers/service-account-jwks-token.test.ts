@@ -1,24 +1,13 @@
 import { rm, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:https";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createJwksSource, JWKS_COOLDOWN_MS } from "../../src/callers/jwks-source.js";
 import { createServiceAccountVerifier } from "../../src/callers/service-account.js";
 import type { KubernetesCallersConfig } from "../../src/callers/types.js";
 import { ConfigError } from "../../src/errors.js";
 import { fingerprint } from "../../src/token/fingerprint.js";
-import { generateCertificates } from "../helpers/tls.js";
-import {
-  AUDIENCE,
-  capturingLogger,
-  ISSUER,
-  jwks,
-  type SigningKey,
-  serviceAccountToken,
-  signingKey,
-  tempDir,
-} from "./helpers.js";
+import { capturingLogger, serviceAccountToken, signingKey, signingKeys } from "./helpers.js";
+import { useJwksBench } from "./support/jwks-server.js";
 
 /**
  * `callers.kubernetes.jwksTokenFile`: the API server serves /openid/v1/jwks to authenticated
@@ -27,83 +16,33 @@ import {
  * is read at every fetch, so a rotated token is what the next fetch sends.
  */
 
-/** The JWKS server's state: the keys it publishes, the one token it accepts, what it was sent. */
-let published: SigningKey[] = [];
-let accepted = "";
-/** A token the server knows but whose identity may not read the keys (403). */
-let forbidden = "";
-let seen: (string | undefined)[] = [];
-let server: Server;
-let uri: string;
-let caFile: string;
-let dir: string;
-let remove: () => Promise<void>;
-let k1: SigningKey;
-let k2: SigningKey;
-let k3: SigningKey;
+/** The JWKS server: the keys it publishes, the one token it accepts, what it was sent. */
+const bench = useJwksBench();
+const seen = () => bench.jwks.authorizations();
+/** The cluster's signing keys (RS256); none is published until a test says so. */
+const [k1, k2, k3] = await signingKeys("k1", "k2", "k3");
 
 /** Two service-account tokens of the gateway's own pod, as the kubelet would rotate them. */
 const TOKEN_A = `eyJhbGciOiJSUzI1NiJ9.${"a".repeat(40)}.${"sigA".repeat(12)}`;
 const TOKEN_B = `eyJhbGciOiJSUzI1NiJ9.${"b".repeat(40)}.${"sigB".repeat(12)}`;
 
-const tokenFile = () => join(dir, "token");
-const config = (extra: Partial<KubernetesCallersConfig> = {}): KubernetesCallersConfig => ({
-  issuer: ISSUER,
-  audiences: [AUDIENCE],
-  jwksUri: uri,
-  caFile,
-  ...extra,
-});
+const tokenFile = () => join(bench.dir, "token");
 /** Let Date (jose's cooldown clock) pass the cooldown; sockets and TLS keep real time. */
 const afterCooldown = () => vi.setSystemTime(Date.now() + JWKS_COOLDOWN_MS + 1_000);
 
-beforeAll(async () => {
-  const temp = await tempDir();
-  ({ dir, remove } = temp);
-  const [pki, a, b, c] = await Promise.all([
-    generateCertificates(),
-    signingKey("k1"),
-    signingKey("k2"),
-    signingKey("k3"),
-  ]);
-  [k1, k2, k3] = [a, b, c];
-  caFile = join(dir, "ca.pem");
-  await writeFile(caFile, pki.caPem);
-  server = createServer({ cert: pki.certPem, key: pki.keyPem }, (req, res) => {
-    seen.push(req.headers.authorization);
-    if (req.url !== "/openid/v1/jwks") res.writeHead(404).end();
-    else if (forbidden && req.headers.authorization === `Bearer ${forbidden}`) {
-      res.writeHead(403, { "content-type": "application/json" }).end('{"kind":"Status"}');
-    } else if (req.headers.authorization !== `Bearer ${accepted}`) {
-      res.writeHead(401, { "content-type": "application/json" }).end('{"kind":"Status"}');
-    } else res.writeHead(200, { "content-type": "application/json" }).end(jwks(...published));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  uri = `https://127.0.0.1:${(server.address() as AddressInfo).port}/openid/v1/jwks`;
-});
 afterEach(async () => {
-  vi.useRealTimers();
-  published = [];
-  accepted = "";
-  forbidden = "";
-  seen = [];
   await rm(tokenFile(), { force: true });
-});
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-  await remove();
 });
 
 describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
   it("without it the server's 401 refuses every service account; with it the same token passes", async () => {
-    published = [k1];
-    accepted = TOKEN_A;
+    bench.jwks.publish(k1);
+    bench.jwks.requiredToken = TOKEN_A;
     await writeFile(tokenFile(), `${TOKEN_A}\n`); // a Secret's trailing newline is not the token's
     const jwt = await serviceAccountToken(k1);
     const { logger, lines, records } = capturingLogger();
 
-    const anonymous = createServiceAccountVerifier(config(), {
+    const anonymous = createServiceAccountVerifier(bench.config(), {
       logger,
       extraCaCertsFile: undefined,
     });
@@ -116,7 +55,7 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
     } finally {
       await anonymous.close();
     }
-    expect(seen).toEqual([undefined]);
+    expect(seen()).toEqual([undefined]);
     // The log says what to change, not only that the keys are missing.
     expect(records.at(-1)).toMatchObject({
       level: "warn",
@@ -127,10 +66,13 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
       },
     });
 
-    const authenticated = createServiceAccountVerifier(config({ jwksTokenFile: tokenFile() }), {
-      logger,
-      extraCaCertsFile: undefined,
-    });
+    const authenticated = createServiceAccountVerifier(
+      bench.config({ jwksTokenFile: tokenFile() }),
+      {
+        logger,
+        extraCaCertsFile: undefined,
+      },
+    );
     try {
       expect(await authenticated.verify(jwt)).toMatchObject({
         ok: true,
@@ -139,18 +81,18 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
     } finally {
       await authenticated.close();
     }
-    expect(seen).toEqual([undefined, `Bearer ${TOKEN_A}`]);
+    expect(seen()).toEqual([undefined, `Bearer ${TOKEN_A}`]);
     expect(lines.join("")).not.toContain(TOKEN_A.split(".")[2]);
   });
 
   it("a token the server refuses: the log names 401 or 403 and the token's fingerprint, never the token", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
-    published = [k1];
-    accepted = TOKEN_B;
-    forbidden = TOKEN_B;
+    bench.jwks.publish(k1);
+    bench.jwks.requiredToken = TOKEN_B;
+    bench.jwks.forbiddenToken = TOKEN_B;
     await writeFile(tokenFile(), TOKEN_A);
     const { logger, lines, records } = capturingLogger();
-    const verifier = createServiceAccountVerifier(config({ jwksTokenFile: tokenFile() }), {
+    const verifier = createServiceAccountVerifier(bench.config({ jwksTokenFile: tokenFile() }), {
       logger,
       extraCaCertsFile: undefined,
     });
@@ -167,7 +109,7 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
       await writeFile(tokenFile(), TOKEN_B);
       const warnings = records.length;
       expect(await verifier.verify(jwt)).toMatchObject({ ok: false, reason: "keys_unavailable" });
-      expect(seen).toEqual([`Bearer ${TOKEN_A}`]);
+      expect(seen()).toEqual([`Bearer ${TOKEN_A}`]);
       expect(records.length).toBe(warnings); // and the warning comes once a minute
       // …for JWKS_RETRY_AFTER_FAILURE_MS; then it tries again, with the file as it is now.
       vi.setSystemTime(Date.now() + 61_000);
@@ -180,7 +122,7 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
           ),
         },
       });
-      expect(seen).toEqual([`Bearer ${TOKEN_A}`, `Bearer ${TOKEN_B}`]);
+      expect(seen()).toEqual([`Bearer ${TOKEN_A}`, `Bearer ${TOKEN_B}`]);
     } finally {
       await verifier.close();
     }
@@ -190,28 +132,28 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
 
   it("a rotated token file: the next fetch (an unknown kid after the cooldown) sends the new token", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
-    published = [k1];
-    accepted = TOKEN_A;
+    bench.jwks.publish(k1);
+    bench.jwks.requiredToken = TOKEN_A;
     await writeFile(tokenFile(), TOKEN_A);
-    const verifier = createServiceAccountVerifier(config({ jwksTokenFile: tokenFile() }), {
+    const verifier = createServiceAccountVerifier(bench.config({ jwksTokenFile: tokenFile() }), {
       extraCaCertsFile: undefined,
     });
     try {
       expect(await verifier.verify(await serviceAccountToken(k1))).toMatchObject({ ok: true });
-      expect(seen).toEqual([`Bearer ${TOKEN_A}`]);
+      expect(seen()).toEqual([`Bearer ${TOKEN_A}`]);
 
       // The kubelet rewrites the projected token; the API server stops accepting the old one.
       await writeFile(tokenFile(), TOKEN_B);
-      accepted = TOKEN_B;
-      published = [k1, k2];
+      bench.jwks.requiredToken = TOKEN_B;
+      bench.jwks.publish(k1, k2);
       const byK2 = await serviceAccountToken(k2);
       // Within the cooldown the unknown kid fetches nothing (and the file is not read).
       expect(await verifier.verify(byK2)).toMatchObject({ ok: false });
-      expect(seen).toHaveLength(1);
+      expect(seen()).toHaveLength(1);
 
       afterCooldown();
       expect(await verifier.verify(byK2)).toMatchObject({ ok: true });
-      expect(seen).toEqual([`Bearer ${TOKEN_A}`, `Bearer ${TOKEN_B}`]);
+      expect(seen()).toEqual([`Bearer ${TOKEN_A}`, `Bearer ${TOKEN_B}`]);
     } finally {
       await verifier.close();
     }
@@ -219,11 +161,11 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
 
   it("a token file that cannot be read later keeps the last token, warns once, and never logs it", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
-    published = [k1];
-    accepted = TOKEN_A;
+    bench.jwks.publish(k1);
+    bench.jwks.requiredToken = TOKEN_A;
     await writeFile(tokenFile(), TOKEN_A);
     const { logger, lines, records } = capturingLogger();
-    const verifier = createServiceAccountVerifier(config({ jwksTokenFile: tokenFile() }), {
+    const verifier = createServiceAccountVerifier(bench.config({ jwksTokenFile: tokenFile() }), {
       logger,
       extraCaCertsFile: undefined,
     });
@@ -232,15 +174,15 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
       expect(await verifier.verify(await serviceAccountToken(k1))).toMatchObject({ ok: true });
 
       await rm(tokenFile());
-      published = [k1, k2];
+      bench.jwks.publish(k1, k2);
       afterCooldown();
       expect(await verifier.verify(await serviceAccountToken(k2))).toMatchObject({ ok: true });
       // Emptied mid-rotation: not a token either; still the last good one, still one warning.
       await writeFile(tokenFile(), "");
-      published = [k1, k2, k3];
+      bench.jwks.publish(k1, k2, k3);
       afterCooldown();
       expect(await verifier.verify(await serviceAccountToken(k3))).toMatchObject({ ok: true });
-      expect(seen).toEqual(Array(3).fill(`Bearer ${TOKEN_A}`));
+      expect(seen()).toEqual(Array(3).fill(`Bearer ${TOKEN_A}`));
       expect(warnings()).toHaveLength(1);
       expect(warnings()[0]).toMatchObject({
         file: tokenFile(),
@@ -250,7 +192,7 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
 
       // Back: the new token goes out, and the log says so (by fingerprint).
       await writeFile(tokenFile(), TOKEN_B);
-      accepted = TOKEN_B;
+      bench.jwks.requiredToken = TOKEN_B;
       afterCooldown();
       expect(await verifier.verify(await serviceAccountToken(k3, { name: "other" }))).toMatchObject(
         { ok: true },
@@ -260,7 +202,7 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
       expect(await verifier.verify(await serviceAccountToken(stranger))).toMatchObject({
         ok: false,
       });
-      expect(seen.at(-1)).toBe(`Bearer ${TOKEN_B}`);
+      expect(seen().at(-1)).toBe(`Bearer ${TOKEN_B}`);
       expect(records.some((r) => String(r.msg).includes("is readable again"))).toBe(true);
       expect(warnings()).toHaveLength(1);
     } finally {
@@ -276,7 +218,7 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
   it("refuses at start a missing, empty or malformed token file, and an http:// jwksUri, naming the field", async () => {
     const refusal = (extra: Partial<KubernetesCallersConfig>) => {
       try {
-        createJwksSource(config(extra), { extraCaCertsFile: undefined });
+        createJwksSource(bench.config(extra), { extraCaCertsFile: undefined });
       } catch (error) {
         expect(error).toBeInstanceOf(ConfigError);
         return (error as ConfigError).issues;
@@ -310,7 +252,7 @@ describe("jwksTokenFile: the JWKS fetch presents a bearer token", () => {
 
     await writeFile(tokenFile(), TOKEN_A);
     expect(
-      refusal({ jwksTokenFile: tokenFile(), jwksUri: uri.replace("https:", "http:") }),
+      refusal({ jwksTokenFile: tokenFile(), jwksUri: bench.jwks.uri.replace("https:", "http:") }),
     ).toEqual([
       {
         path: "callers.kubernetes.jwksTokenFile",

@@ -1,10 +1,8 @@
 import { rm, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:https";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { FetchImplementation } from "jose";
 import { Agent } from "undici";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   createJwksFetch,
   withFailureBackoff,
@@ -17,18 +15,8 @@ import {
   JWKS_STALE_LIMIT_MS,
 } from "../../src/callers/jwks-source.js";
 import { createServiceAccountVerifier } from "../../src/callers/service-account.js";
-import type { KubernetesCallersConfig } from "../../src/callers/types.js";
-import { generateCertificates } from "../helpers/tls.js";
-import {
-  AUDIENCE,
-  capturingLogger,
-  ISSUER,
-  jwks,
-  type SigningKey,
-  serviceAccountToken,
-  signingKey,
-  tempDir,
-} from "./helpers.js";
+import { capturingLogger, type SigningKey, serviceAccountToken, signingKeys } from "./helpers.js";
+import { useJwksBench } from "./support/jwks-server.js";
 
 /**
  * A `jwksUri` whose refresh fails (an API-server outage: 500s, then connection refused) keeps the
@@ -40,83 +28,32 @@ import {
  */
 
 /** The JWKS server: what it publishes and how it answers, and how often it was asked. */
-let published: SigningKey[] = [];
-let answer: "jwks" | "500" | "not-a-jwks" = "jwks";
-let fetches = 0;
-let server: Server;
-let port: number;
-let uri: string;
-let caFile: string;
-let caPem: string;
-let dir: string;
-let remove: () => Promise<void>;
-let k1: SigningKey;
-let k2: SigningKey;
+const bench = useJwksBench();
+const fetches = () => bench.jwks.requests.length;
+/** The cluster's signing keys (RS256); none is published until a test says so. */
+const [k1, k2] = await signingKeys("k1", "k2");
 
 /** The gateway pod's own token, sent with every fetch; the server wants it. */
 const GATEWAY_TOKEN = `eyJhbGciOiJSUzI1NiJ9.${"g".repeat(40)}.${"gatewaySig".repeat(6)}`;
-const tokenFile = () => join(dir, "token");
-const config = (): KubernetesCallersConfig => ({
-  issuer: ISSUER,
-  audiences: [AUDIENCE],
-  jwksUri: uri,
-  caFile,
-  jwksTokenFile: tokenFile(),
-});
+const tokenFile = () => join(bench.dir, "token");
+const config = () => bench.config({ jwksTokenFile: tokenFile() });
 const advance = (ms: number) => vi.setSystemTime(Date.now() + ms);
+/** How the API server answers mid-upgrade, and with a 200 that is no key set. */
+const ANSWER_500 = { status: 500, body: "etcdserver: leader changed" };
+const NOT_A_JWKS = { status: 200, body: '{"kind":"Status"}' };
 
-const listen = () => new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
-/** Connection refused from now on: nothing listens on the port (and no kept-alive socket). */
-const stopListening = async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-};
-
-beforeAll(async () => {
-  const temp = await tempDir();
-  ({ dir, remove } = temp);
-  const [pki, a, b] = await Promise.all([
-    generateCertificates(),
-    signingKey("k1"),
-    signingKey("k2"),
-  ]);
-  [k1, k2] = [a, b];
-  caPem = pki.caPem;
-  caFile = join(dir, "ca.pem");
-  await writeFile(caFile, pki.caPem);
-  server = createServer({ cert: pki.certPem, key: pki.keyPem }, (req, res) => {
-    fetches += 1;
-    if (req.url !== "/openid/v1/jwks" || req.headers.authorization !== `Bearer ${GATEWAY_TOKEN}`) {
-      res.writeHead(401).end();
-    } else if (answer === "500") res.writeHead(500).end("etcdserver: leader changed");
-    else if (answer === "not-a-jwks") res.writeHead(200).end('{"kind":"Status"}');
-    else res.writeHead(200, { "content-type": "application/json" }).end(jwks(...published));
-  });
-  port = 0;
-  await listen();
-  port = (server.address() as AddressInfo).port;
-  uri = `https://127.0.0.1:${port}/openid/v1/jwks`;
-});
 beforeEach(async () => {
   await writeFile(tokenFile(), GATEWAY_TOKEN);
+  bench.jwks.requiredToken = GATEWAY_TOKEN;
   vi.useFakeTimers({ toFake: ["Date"] });
 });
 afterEach(async () => {
-  vi.useRealTimers();
-  published = [];
-  answer = "jwks";
-  fetches = 0;
-  if (!server.listening) await listen();
   await rm(tokenFile(), { force: true });
-});
-afterAll(async () => {
-  await stopListening();
-  await remove();
 });
 
 describe("jwksUri: a failed refresh keeps the keys last fetched", () => {
   it("500 and connection refused past the max age: known keys still verify, one warning a minute, no token logged", async () => {
-    published = [k1];
+    bench.jwks.publish(k1);
     const { logger, lines, records } = capturingLogger();
     const warnings = () => records.filter((r) => r.level === "warn");
     const verifier = createServiceAccountVerifier(config(), {
@@ -131,16 +68,16 @@ describe("jwksUri: a failed refresh keeps the keys last fetched", () => {
     };
     try {
       expect(await verifier.verify(await byKey(k1))).toMatchObject({ ok: true });
-      expect(fetches).toBe(1);
+      expect(fetches()).toBe(1);
 
       // The API server goes down for an upgrade: jose's refresh at max age gets a 500.
-      answer = "500";
+      bench.jwks.failure = ANSWER_500;
       advance(JWKS_MAX_AGE_MS + 1_000);
       expect(await verifier.verify(await byKey(k1))).toMatchObject({
         ok: true,
         caller: { kind: "serviceAccount", namespace: "payments", name: "billing-client" },
       });
-      expect(fetches).toBe(2);
+      expect(fetches()).toBe(2);
       expect(warnings()).toEqual([
         expect.objectContaining({
           msg: "callers.kubernetes: the JWKS refresh failed; verifying with the keys last fetched",
@@ -159,12 +96,12 @@ describe("jwksUri: a failed refresh keeps the keys last fetched", () => {
         reason: "invalid_token",
         message: "the service-account token is signed by a key the cluster does not publish",
       });
-      expect(fetches).toBe(3);
+      expect(fetches()).toBe(3);
       expect(await verifier.verify(await byKey(k1))).toMatchObject({ ok: true });
       expect(warnings()).toHaveLength(1);
 
       // Now nothing listens: connection refused, the kept keys still verify.
-      await stopListening();
+      await bench.jwks.stopListening();
       advance(JWKS_MAX_AGE_MS + 1_000);
       expect(await verifier.verify(await byKey(k1))).toMatchObject({ ok: true });
       expect(warnings()).toHaveLength(2);
@@ -172,15 +109,15 @@ describe("jwksUri: a failed refresh keeps the keys last fetched", () => {
         keysAgeSeconds: (2 * JWKS_MAX_AGE_MS + JWKS_COOLDOWN_MS + 3_000) / 1000,
         problem: expect.stringContaining("ECONNREFUSED"),
       });
-      expect(fetches).toBe(3);
+      expect(fetches()).toBe(3);
 
       // The API server is back, with k2: the next refresh brings it.
-      await listen();
-      answer = "jwks";
-      published = [k1, k2];
+      await bench.jwks.listen();
+      bench.jwks.failure = undefined;
+      bench.jwks.publish(k1, k2);
       advance(JWKS_MAX_AGE_MS + 1_000);
       expect(await verifier.verify(await byKey(k2))).toMatchObject({ ok: true });
-      expect(fetches).toBe(4);
+      expect(fetches()).toBe(4);
       expect(records.at(-1)).toMatchObject({
         level: "info",
         msg: "callers.kubernetes: the JWKS refresh succeeded again; the keys are current",
@@ -197,7 +134,7 @@ describe("jwksUri: a failed refresh keeps the keys last fetched", () => {
   });
 
   it("keys that cannot be refreshed for longer than the stale limit are refused as keys_unavailable", async () => {
-    published = [k1];
+    bench.jwks.publish(k1);
     const { logger, records } = capturingLogger();
     const verifier = createServiceAccountVerifier(config(), {
       logger,
@@ -206,11 +143,11 @@ describe("jwksUri: a failed refresh keeps the keys last fetched", () => {
     const fetchedAt = Date.now();
     try {
       expect(await verifier.verify(await serviceAccountToken(k1))).toMatchObject({ ok: true });
-      answer = "500";
+      bench.jwks.failure = ANSWER_500;
       // A minute short of the limit the kept keys still count…
       vi.setSystemTime(fetchedAt + JWKS_STALE_LIMIT_MS - 60_000);
       expect(await verifier.verify(await serviceAccountToken(k1))).toMatchObject({ ok: true });
-      expect(fetches).toBe(2);
+      expect(fetches()).toBe(2);
 
       // …past it (at jose's next refresh) they do not: the keys are unavailable, which is no
       // fault of the caller's, and the log says why.
@@ -220,7 +157,7 @@ describe("jwksUri: a failed refresh keeps the keys last fetched", () => {
         reason: "keys_unavailable",
         message: "the cluster's service-account signing keys could not be loaded",
       });
-      expect(fetches).toBe(3);
+      expect(fetches()).toBe(3);
       expect(records.at(-1)).toMatchObject({
         level: "warn",
         msg: "callers.kubernetes: the cluster's signing keys could not be loaded",
@@ -234,11 +171,11 @@ describe("jwksUri: a failed refresh keeps the keys last fetched", () => {
       expect(await verifier.verify(await serviceAccountToken(k1))).toMatchObject({
         reason: "keys_unavailable",
       });
-      expect(fetches).toBe(3);
-      answer = "jwks";
+      expect(fetches()).toBe(3);
+      bench.jwks.failure = undefined;
       advance(JWKS_RETRY_AFTER_FAILURE_MS + 1_000);
       expect(await verifier.verify(await serviceAccountToken(k1))).toMatchObject({ ok: true });
-      expect(fetches).toBe(4);
+      expect(fetches()).toBe(4);
       expect(records.at(-1)).toMatchObject({
         level: "info",
         msg: "callers.kubernetes: the JWKS refresh succeeded again; the keys are current",
@@ -262,7 +199,7 @@ describe("the JWKS fetch layers", () => {
     ((await response.json()) as { keys: { kid: string }[] }).keys.map((k) => k.kid);
 
   beforeEach(async () => {
-    agent = new Agent({ connect: { ca: caPem } });
+    agent = new Agent({ connect: { ca: bench.jwks.caPem } });
     const token = { read: async () => GATEWAY_TOKEN };
     fetchJwks = withLastGoodKeys(withFailureBackoff(createJwksFetch(agent, token)));
   });
@@ -271,36 +208,36 @@ describe("the JWKS fetch layers", () => {
   });
 
   it("before any good fetch a failure goes through, and the backoff fails at once without fetching", async () => {
-    answer = "500";
-    expect((await fetchJwks(uri, options())).status).toBe(500);
-    await expect(fetchJwks(uri, options())).rejects.toThrow(
+    bench.jwks.failure = ANSWER_500;
+    expect((await fetchJwks(bench.jwks.uri, options())).status).toBe(500);
+    await expect(fetchJwks(bench.jwks.uri, options())).rejects.toThrow(
       "the last JWKS fetch failed (answered 500); the next is allowed in 5 s",
     );
-    expect(fetches).toBe(1);
-    answer = "jwks";
-    published = [k1];
+    expect(fetches()).toBe(1);
+    bench.jwks.failure = undefined;
+    bench.jwks.publish(k1);
     advance(JWKS_RETRY_AFTER_FAILURE_MS);
-    const response = await fetchJwks(uri, options());
+    const response = await fetchJwks(bench.jwks.uri, options());
     expect(response.status).toBe(200);
     expect(await keysIn(response)).toEqual(["k1"]);
-    expect(fetches).toBe(2);
+    expect(fetches()).toBe(2);
   });
 
   it("a 200 that is not a JWKS is a failure: the kept keys answer, and during the backoff without a fetch", async () => {
-    published = [k1];
-    expect(await keysIn(await fetchJwks(uri, options()))).toEqual(["k1"]);
-    answer = "not-a-jwks";
-    published = [k2];
-    const kept = await fetchJwks(uri, options());
+    bench.jwks.publish(k1);
+    expect(await keysIn(await fetchJwks(bench.jwks.uri, options()))).toEqual(["k1"]);
+    bench.jwks.failure = NOT_A_JWKS;
+    bench.jwks.publish(k2);
+    const kept = await fetchJwks(bench.jwks.uri, options());
     expect(kept.status).toBe(200);
     expect(await keysIn(kept)).toEqual(["k1"]);
-    expect(fetches).toBe(2);
+    expect(fetches()).toBe(2);
     // Within JWKS_RETRY_AFTER_FAILURE_MS: the kept keys, nothing sent.
-    answer = "jwks";
-    expect(await keysIn(await fetchJwks(uri, options()))).toEqual(["k1"]);
-    expect(fetches).toBe(2);
+    bench.jwks.failure = undefined;
+    expect(await keysIn(await fetchJwks(bench.jwks.uri, options()))).toEqual(["k1"]);
+    expect(fetches()).toBe(2);
     advance(JWKS_RETRY_AFTER_FAILURE_MS);
-    expect(await keysIn(await fetchJwks(uri, options()))).toEqual(["k2"]);
-    expect(fetches).toBe(3);
+    expect(await keysIn(await fetchJwks(bench.jwks.uri, options()))).toEqual(["k2"]);
+    expect(fetches()).toBe(3);
   });
 });

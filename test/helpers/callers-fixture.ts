@@ -193,25 +193,34 @@ export async function adminPages(adminUrl: string): Promise<{ status: string; me
 /** The issuer of the clusters' service-account tokens in these tests. */
 export const KUBERNETES_ISSUER = "https://kubernetes.default.svc.cluster.local";
 
-type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
+/** The private half of a cluster signing key. */
+export type ServiceAccountPrivateKey = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
 
-/** An ES256 cluster signing key: the private half signs, `jwk` (kid, alg, use) is published. */
-export async function es256SigningKey(kid = "k1"): Promise<{ privateKey: PrivateKey; jwk: JWK }> {
+/** A cluster signing key: the private half signs, `jwk` (kid, alg, use) is published. */
+export interface ServiceAccountSigningKey {
+  privateKey: ServiceAccountPrivateKey;
+  jwk: JWK;
+}
+
+/** An ES256 {@link ServiceAccountSigningKey}. */
+export async function es256SigningKey(kid = "k1"): Promise<ServiceAccountSigningKey> {
   const keys = await generateKeyPair("ES256");
   const jwk = { ...(await exportJWK(keys.publicKey)), kid, alg: "ES256", use: "sig" };
   return { privateKey: keys.privateKey, jwk };
 }
 
+export interface ServiceAccountJwtOptions {
+  subject: string;
+  kid?: string;
+  audience?: string;
+  expiresAt?: string | number;
+  claims?: Record<string, unknown>;
+}
+
 /** A service-account JWT (ES256, issued now) for `subject`; `claims` go into the payload. */
 export function serviceAccountJwt(
-  privateKey: PrivateKey,
-  options: {
-    subject: string;
-    kid?: string;
-    audience?: string;
-    expiresAt?: string | number;
-    claims?: Record<string, unknown>;
-  },
+  privateKey: ServiceAccountPrivateKey,
+  options: ServiceAccountJwtOptions,
 ): Promise<string> {
   return new SignJWT(options.claims ?? {})
     .setProtectedHeader({ alg: "ES256", kid: options.kid ?? "k1" })

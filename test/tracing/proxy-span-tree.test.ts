@@ -8,7 +8,13 @@ import { request } from "undici";
 import { describe, expect, it } from "vitest";
 import type { EchoResponse } from "../../src/emulator/index.js";
 import { echoedHeader, echoedHeaders, useTracedProxyBench } from "./proxy-fixture.js";
-import { only, PROTOCOLS, parseTraceparent } from "./tracing-fixture.js";
+import {
+  attemptSpanAttributes,
+  only,
+  PROTOCOLS,
+  parseTraceparent,
+  serverSpanAttributes,
+} from "./tracing-fixture.js";
 
 const CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN = "00f067aa0ba902b7";
@@ -46,14 +52,9 @@ describe.each(PROTOCOLS)("proxy span tree over %s", (protocol) => {
       traceState: "vendor=abc",
       status: { code: 0 },
     });
-    expect(server.attributes).toEqual({
-      "http.request.method": "GET",
-      "url.scheme": "http",
-      "url.path": "/echo/orders/42",
-      "network.protocol.version": "1.1",
-      "bearer_proxy.upstream": "orders",
-      "http.response.status_code": 200,
-    });
+    expect(server.attributes).toEqual(
+      serverSpanAttributes({ path: "/echo/orders/42", upstream: "orders", status: 200 }),
+    );
 
     const client = only(spans, "GET", "client");
     expect(client).toMatchObject({
@@ -61,15 +62,14 @@ describe.each(PROTOCOLS)("proxy span tree over %s", (protocol) => {
       parentSpanId: server.spanId,
       status: { code: 0 },
     });
-    expect(client.attributes).toEqual({
-      "http.request.method": "GET",
-      "url.full": `${bench.emulator.url}/echo/orders/42`,
-      "server.address": "127.0.0.1",
-      "server.port": bench.emulator.port,
-      "http.response.status_code": 200,
-      "network.protocol.version": "1.1",
-      "bearer_proxy.upstream": "orders",
-    });
+    expect(client.attributes).toEqual(
+      attemptSpanAttributes({
+        url: `${bench.emulator.url}/echo/orders/42`,
+        upstream: "orders",
+        status: 200,
+      }),
+    );
+    expect(client.attributes["server.port"]).toBe(bench.emulator.port);
 
     // The upstream saw the CLIENT span as its parent, in the client's trace, sampled.
     expect(parseTraceparent(echoedHeader(echo, "traceparent"))).toEqual({

@@ -106,6 +106,66 @@ export function failedTokenWait(
   return wait;
 }
 
+/**
+ * Every upstream attempt (each CLIENT span but the token fetches), checked: at least one, and
+ * each a child of `server` that failed with `errorType` before any answer (no status code),
+ * aimed at `port`.
+ */
+export function failedAttempts(
+  spans: readonly CollectedSpan[],
+  server: CollectedSpan,
+  errorType: string,
+  port: number,
+): CollectedSpan[] {
+  // One attempt, or more if the retry budget let a connect retry go. The prefetch's token
+  // fetch is a CLIENT span too, of its own trace.
+  const attempts = spans.filter((s) => s.kind === "client" && s.name !== "token fetch");
+  expect(attempts.length).toBeGreaterThanOrEqual(1);
+  for (const attempt of attempts) {
+    expect(attempt.parentSpanId).toBe(server.spanId);
+    expect(attempt.status.code).toBe(ERROR);
+    expect(attempt.attributes["error.type"]).toBe(errorType);
+    expect(attempt.attributes["http.response.status_code"]).toBeUndefined();
+    expect(attempt.attributes["server.port"]).toBe(port);
+  }
+  return attempts;
+}
+
+/** The whole attribute set of a SERVER span the proxy answered (`status`) for `upstream`. */
+export function serverSpanAttributes(options: {
+  method?: string;
+  path: string;
+  upstream: string;
+  status: number;
+}): Record<string, unknown> {
+  return {
+    "http.request.method": options.method ?? "GET",
+    "url.scheme": "http",
+    "url.path": options.path,
+    "network.protocol.version": "1.1",
+    "bearer_proxy.upstream": options.upstream,
+    "http.response.status_code": options.status,
+  };
+}
+
+/** The whole attribute set of a first upstream attempt (CLIENT span) to `url` on 127.0.0.1. */
+export function attemptSpanAttributes(options: {
+  method?: string;
+  url: string;
+  upstream: string;
+  status: number;
+}): Record<string, unknown> {
+  return {
+    "http.request.method": options.method ?? "GET",
+    "url.full": options.url,
+    "server.address": "127.0.0.1",
+    "server.port": Number(new URL(options.url).port),
+    "http.response.status_code": options.status,
+    "network.protocol.version": "1.1",
+    "bearer_proxy.upstream": options.upstream,
+  };
+}
+
 /** `00-<trace id>-<span id>-<flags>` split up. */
 export function parseTraceparent(value: string | undefined): {
   traceId: string;
