@@ -4,6 +4,7 @@
  * only that one is loaded), and the resource (service name and version, OTEL_RESOURCE_ATTRIBUTES).
  * Loaded with tracing-sdk.ts, only when tracing is on. Nothing is registered globally.
  */
+import { type Context, TraceFlags } from "@opentelemetry/api";
 import { type ExportResult, ExportResultCode } from "@opentelemetry/core";
 import { defaultResource, resourceFromAttributes } from "@opentelemetry/resources";
 import {
@@ -14,7 +15,9 @@ import {
   ParentBasedSampler,
   type ReadableSpan,
   type Sampler,
+  type Span,
   type SpanExporter,
+  type SpanProcessor,
   TraceIdRatioBasedSampler,
 } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
@@ -68,13 +71,37 @@ class ReportingExporter implements SpanExporter {
   private failedExports = 0;
   private droppedSpans = 0;
   private lastReportMs = Number.NEGATIVE_INFINITY;
+  private queueFullDrops = 0;
+  private lastQueueReportMs = Number.NEGATIVE_INFINITY;
+  /** Told how many spans left the batch processor's queue for each export. */
+  onExport: (count: number) => void = () => {};
 
   constructor(
     private readonly inner: SpanExporter,
     private readonly log: Logger,
+    private readonly maxQueueSize: number,
   ) {}
 
+  /** The batch processor dropped a span: its queue was full (see QueueWatchingProcessor). */
+  queueFull(): void {
+    this.queueFullDrops++;
+  }
+
+  /** Drops are told when the queue moves again (the whole stall's count), once a minute at most. */
+  private reportQueueFull(): void {
+    if (this.queueFullDrops === 0) return;
+    if (performance.now() - this.lastQueueReportMs < EXPORT_FAILURE_LOG_INTERVAL_MS) return;
+    this.log.warn(
+      { droppedSpans: this.queueFullDrops, maxQueueSize: this.maxQueueSize },
+      "span export queue full: spans dropped (the collector takes them slower than they are made; sample fewer traces or raise OTEL_BSP_MAX_QUEUE_SIZE)",
+    );
+    this.lastQueueReportMs = performance.now();
+    this.queueFullDrops = 0;
+  }
+
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    this.onExport(spans.length);
+    this.reportQueueFull();
     this.inner.export(spans, (result) => {
       if (result.code === ExportResultCode.SUCCESS) {
         if (this.failedExports > 0) this.report("span export works again", undefined, "info");
@@ -113,6 +140,47 @@ class ReportingExporter implements SpanExporter {
 }
 
 /**
+ * Counts the spans the batch processor drops because its queue is full — a collector slower
+ * than the spans made — which the SDK tells only its global diag logger (not set here). It
+ * keeps the processor's own rule: a sampled span that ends while `maxQueueSize` spans wait is
+ * dropped; the queue shrinks by each batch handed to the exporter (ReportingExporter.onExport,
+ * called as the processor takes the batch: our resource has no asynchronous attributes).
+ */
+class QueueWatchingProcessor implements SpanProcessor {
+  private queued = 0;
+
+  constructor(
+    private readonly inner: SpanProcessor,
+    private readonly exporter: ReportingExporter,
+    private readonly maxQueueSize: number,
+  ) {
+    exporter.onExport = (count) => {
+      this.queued = Math.max(0, this.queued - count);
+    };
+  }
+
+  onStart(span: Span, parentContext: Context): void {
+    this.inner.onStart(span, parentContext);
+  }
+
+  onEnd(span: ReadableSpan): void {
+    if ((span.spanContext().traceFlags & TraceFlags.SAMPLED) !== 0) {
+      if (this.queued >= this.maxQueueSize) this.exporter.queueFull();
+      else this.queued++;
+    }
+    this.inner.onEnd(span);
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush();
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+}
+
+/**
  * A provider exporting to the collector `settings` name; announces itself (endpoint, protocol,
  * header names — never their values — sampler) on `logger`.
  */
@@ -121,7 +189,8 @@ export async function createTracerProvider(
   logger: Logger,
   serviceVersion: string | undefined,
 ): Promise<BasicTracerProvider> {
-  const exporter = new ReportingExporter(await buildExporter(settings), logger);
+  const { batch } = settings;
+  const exporter = new ReportingExporter(await buildExporter(settings), logger, batch.maxQueueSize);
   const resource = defaultResource().merge(
     resourceFromAttributes({
       ...(serviceVersion !== undefined ? { [ATTR_SERVICE_VERSION]: serviceVersion } : {}),
@@ -129,18 +198,16 @@ export async function createTracerProvider(
       [ATTR_SERVICE_NAME]: settings.serviceName,
     }),
   );
-  const { batch } = settings;
+  const batchProcessor = new BatchSpanProcessor(exporter, {
+    scheduledDelayMillis: batch.scheduledDelayMs,
+    exportTimeoutMillis: batch.exportTimeoutMs,
+    maxQueueSize: batch.maxQueueSize,
+    maxExportBatchSize: batch.maxExportBatchSize,
+  });
   const provider = new BasicTracerProvider({
     resource,
     sampler: buildSampler(settings),
-    spanProcessors: [
-      new BatchSpanProcessor(exporter, {
-        scheduledDelayMillis: batch.scheduledDelayMs,
-        exportTimeoutMillis: batch.exportTimeoutMs,
-        maxQueueSize: batch.maxQueueSize,
-        maxExportBatchSize: batch.maxExportBatchSize,
-      }),
-    ],
+    spanProcessors: [new QueueWatchingProcessor(batchProcessor, exporter, batch.maxQueueSize)],
   });
   logger.info(
     {

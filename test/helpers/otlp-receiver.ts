@@ -71,6 +71,8 @@ export interface OtlpReceiver {
   readonly exports: ReceivedExport[];
   /** Answer the next `count` exports with `status` instead of 200. */
   failNext(count: number, status?: number): void;
+  /** Keep every export waiting for its answer (a stalled collector) until `release()`. */
+  hold(): { release(): void };
   /** Resolves with the spans once at least `count` arrived; rejects after `timeoutMs`. */
   waitForSpans(count: number, timeoutMs?: number): Promise<CollectedSpan[]>;
   close(): Promise<void>;
@@ -422,11 +424,13 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const waiters = new Set<() => void>();
   let failCount = 0;
   let failStatus = 503;
+  let held: (() => void)[] | undefined;
 
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
+    req.on("end", () => (held ? held.push(answer) : answer()));
+    function answer(): void {
       const contentType = (req.headers["content-type"] ?? "").split(";")[0]!.trim();
       if (req.method !== "POST" || req.url !== "/v1/traces") {
         res.writeHead(404).end();
@@ -460,7 +464,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         res.writeHead(200, { "content-type": "application/x-protobuf" }).end();
       }
       for (const wake of waiters) wake();
-    });
+    }
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
@@ -474,6 +478,16 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     failNext(count, status = 503) {
       failCount = count;
       failStatus = status;
+    },
+    hold() {
+      held ??= [];
+      return {
+        release() {
+          const waiting = held ?? [];
+          held = undefined;
+          for (const answer of waiting) answer();
+        },
+      };
     },
     waitForSpans(count, timeoutMs = 5000) {
       if (spans.length >= count) return Promise.resolve(spans);
