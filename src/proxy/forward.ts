@@ -24,6 +24,7 @@ import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { UpstreamConfig } from "../config/types.js";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
+import { firstFieldValue } from "../net/raw-headers.js";
 import {
   type ClientSpan,
   NOOP_TRACING,
@@ -344,7 +345,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private noteSlowDown(statusCode: 429 | 503, raw: readonly (Buffer | string)[]): boolean {
     const pacing = this.o.pacing;
     if (pacing === undefined) return false;
-    const waitMs = parseRetryAfter(fieldValue(raw, "retry-after"), Date.now());
+    const waitMs = parseRetryAfter(firstFieldValue(raw, "retry-after"), Date.now());
     if (waitMs === undefined || waitMs <= 0) return false;
     pacing.slowDown(waitMs, statusCode);
     return true;
@@ -769,18 +770,6 @@ function isQueued(dispatcher: Dispatcher, origin: string): boolean {
 }
 
 /** The first value of field `lowerName` in undici's raw header list. */
-function fieldValue(raw: readonly (Buffer | string)[], lowerName: string): string | undefined {
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i]!;
-    if (name.length !== lowerName.length) continue;
-    const text = typeof name === "string" ? name : name.toString("latin1");
-    if (text.toLowerCase() !== lowerName) continue;
-    const value = raw[i + 1]!;
-    return typeof value === "string" ? value : value.toString("latin1");
-  }
-  return undefined;
-}
-
 /**
  * The retry reason of a failed attempt: "reset" for a connection closed before the answer,
  * "connect" for one refused or not opened in time. TLS failures and response timeouts are not

@@ -6,15 +6,12 @@
  * nominated by `Connection` are filtered in a second pass only when it names an end-to-end field.
  */
 import { HOP_BY_HOP_HEADERS } from "../net/hop-by-hop.js";
+import { type RawHeaders, rawText as text } from "../net/raw-headers.js";
 
 const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS);
 
 /** A name of any other length can't be hop-by-hop: no lowercasing needed to know. */
 const HOP_BY_HOP_LENGTHS = new Set([...HOP_BY_HOP].map((name) => name.length));
-
-function text(item: Buffer | string): string {
-  return typeof item === "string" ? item : item.toString("latin1");
-}
 
 /**
  * Adds the field names a `Connection` value nominates. `close` and names already dropped as
@@ -36,10 +33,7 @@ function addNominated(named: Set<string> | undefined, value: string): Set<string
 }
 
 /** Flat [name, value, …] list for `res.writeHead`, from undici's raw response headers. */
-export function clientResponseHeaders(
-  raw: readonly (Buffer | string)[],
-  closeConnection: boolean,
-): string[] {
+export function clientResponseHeaders(raw: RawHeaders, closeConnection: boolean): string[] {
   let named: Set<string> | undefined;
   let out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {

@@ -6,6 +6,7 @@
  */
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import { firstFieldValue, type RawHeaders } from "../net/raw-headers.js";
 import { clientResponseHeaders } from "./response-headers.js";
 
 /** How an upgraded connection ended. */
@@ -25,10 +26,6 @@ export interface UpgradeRelay {
   destroy(): void;
 }
 
-function text(item: Buffer | string): string {
-  return typeof item === "string" ? item : item.toString("latin1");
-}
-
 /**
  * The 101 as the client gets it: the upstream's end-to-end fields (Sec-WebSocket-Accept,
  * -Protocol, -Extensions, Set-Cookie, …) in order, hop-by-hop ones dropped, then the
@@ -36,13 +33,10 @@ function text(item: Buffer | string): string {
  * `extra` is the proxy's own fields, name then value (the pacing gate's RateLimit fields).
  */
 export function switchingProtocolsHead(
-  rawHeaders: readonly (Buffer | string)[],
+  rawHeaders: RawHeaders,
   extra: readonly string[] = [],
 ): string {
-  let upgrade: string | undefined;
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (text(rawHeaders[i]!).toLowerCase() === "upgrade") upgrade = text(rawHeaders[i + 1]!);
-  }
+  const upgrade = firstFieldValue(rawHeaders, "upgrade");
   const fields = clientResponseHeaders(rawHeaders, false);
   fields.push(...extra);
   let head = "HTTP/1.1 101 Switching Protocols\r\n";

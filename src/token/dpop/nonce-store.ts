@@ -5,6 +5,7 @@
  * first request, or one after an unannounced rotation, meets `use_dpop_nonce` and is retried.
  */
 import { LRUCache } from "lru-cache";
+import { fieldValues, type RawHeaders } from "../../net/raw-headers.js";
 import { findChallenge } from "./www-authenticate.js";
 
 /**
@@ -110,13 +111,6 @@ function headerValue(headers: ResponseHeaders, name: string): string | string[] 
   if (!Array.isArray(headers)) {
     return (headers as Readonly<Record<string, string | string[] | undefined>>)[name];
   }
-  const raw = headers as readonly (string | Buffer)[];
-  let found: string | string[] | undefined;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const field = raw[i]!;
-    if (field.length !== name.length || field.toString().toLowerCase() !== name) continue;
-    const value = raw[i + 1]!.toString();
-    found = found === undefined ? value : [...(Array.isArray(found) ? found : [found]), value];
-  }
-  return found;
+  const values = fieldValues(headers as RawHeaders, name);
+  return values.length <= 1 ? values[0] : values;
 }
