@@ -118,6 +118,12 @@ export function withFailureBackoff(
   };
 }
 
+/** jose's fetch hook from {@link withLastGoodKeys}, and what it knows of the last refresh. */
+export type LastGoodKeysFetch = FetchImplementation & {
+  /** True from a refresh that failed (kept keys answered, or none) until one succeeds. */
+  lastRefreshFailed(): boolean;
+};
+
 export interface LastGoodKeysDeps {
   logger?: Pick<Logger, "warn" | "info"> | undefined;
   /** Wall-clock ms; default Date.now() at each call (jose's own clock). */
@@ -139,24 +145,28 @@ export interface LastGoodKeysDeps {
  * over to the kept body again while the server is down), and JWKS_RETRY_AFTER_FAILURE_MS below
  * this layer still holds the attempts back. The bound: keys that cannot be refreshed are used
  * at most JWKS_STALE_LIMIT_MS past their fetch, plus the `cacheMaxAge` jose trusts them after
- * the last failed refresh that served them.
+ * the last failed refresh that served them. `lastRefreshFailed()` says whether the keys jose
+ * holds may lack one published since: a kid they do not name is then no proof of a bad token.
  */
 export function withLastGoodKeys(
   fetch: FetchImplementation,
   deps: LastGoodKeysDeps = {},
-): FetchImplementation {
+): LastGoodKeysFetch {
   const now = deps.now ?? (() => Date.now());
   let kept: { body: Uint8Array; fetchedAtMs: number } | undefined;
   let warnedAtMs = Number.NEGATIVE_INFINITY;
-  /** Some refresh failed since the last success (to log when one works again). */
+  /** Some refresh failed since the last success, with keys kept (to log when one works again). */
   let stale = false;
+  /** The latest attempt failed, whatever was answered (the backoff's refusals included). */
+  let lastFailed = false;
 
-  return async (url, options) => {
+  const fetchOrKept: FetchImplementation = async (url, options) => {
     let problem: string;
     try {
       const response = await fetch(url, options);
       if (response.status === 200) {
         const body = new Uint8Array(await response.arrayBuffer());
+        lastFailed = false;
         if (stale) {
           stale = false;
           deps.logger?.info(
@@ -166,9 +176,11 @@ export function withLastGoodKeys(
         kept = { body, fetchedAtMs: now() };
         return new Response(body, { status: 200 });
       }
+      lastFailed = true;
       if (kept === undefined) return response;
       problem = `answered ${response.status}`;
     } catch (error) {
+      lastFailed = true;
       if (kept === undefined) throw error;
       problem = messageOf(error);
     }
@@ -193,6 +205,7 @@ export function withLastGoodKeys(
     }
     return new Response(kept.body, { status: 200 });
   };
+  return Object.assign(fetchOrKept, { lastRefreshFailed: () => lastFailed });
 }
 
 /** Why the JWKS server refused the fetch, and what to change; the token only by fingerprint. */

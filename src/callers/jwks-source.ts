@@ -5,7 +5,8 @@
  * at most once per cooldown, so a flood of made-up `kid`s cannot turn into a flood of fetches.
  * With `jwksTokenFile` every fetch presents that token (jwks-token-file.ts): the API server
  * serves its keys to authenticated service accounts, not to anonymous clients. A refresh that
- * fails keeps the keys last fetched in force, for a bounded time (jwks-fetch.ts).
+ * fails keeps the keys last fetched in force, for a bounded time (jwks-fetch.ts), and
+ * `lastRefreshFailed()` says so: those keys may lack one the cluster published since.
  */
 import {
   type createLocalJWKSet,
@@ -34,6 +35,12 @@ export {
 /** The key resolver for jwtVerify, and how to stop what keeps it fresh. */
 export interface JwksSource {
   getKey: JWTVerifyGetKey;
+  /**
+   * `jwksUri`: true while the latest fetch failed (the keys in use are the ones kept from an
+   * earlier fetch, or none), so a key the cluster published since cannot be known. `jwksFile`:
+   * false (a key missing from the file is for whoever writes it to add).
+   */
+  lastRefreshFailed(): boolean;
   /** `jwksFile`: stat the file now and reload it if it changed. `jwksUri`: nothing. */
   check(): Promise<void>;
   close(): Promise<void>;
@@ -91,6 +98,7 @@ function fileSource(file: string, deps: JwksSourceDeps): JwksSource {
   });
   return {
     getKey: (header, token) => keySet(header, token),
+    lastRefreshFailed: () => false,
     check: () => watched.check(),
     close: async () => watched.close(),
   };
@@ -132,17 +140,19 @@ function remoteSource(
     headersTimeout: JWKS_TIMEOUT_MS,
     bodyTimeout: JWKS_TIMEOUT_MS,
   });
+  // The backoff sits below the kept keys: during it they are answered without a fetch.
+  const fetchJwks = withLastGoodKeys(withFailureBackoff(createJwksFetch(agent, token)), {
+    logger: deps.logger,
+  });
   const keySet = createRemoteJWKSet(new URL(uri), {
     cooldownDuration: JWKS_COOLDOWN_MS,
     cacheMaxAge: JWKS_MAX_AGE_MS,
     timeoutDuration: JWKS_TIMEOUT_MS,
-    // The backoff sits below the kept keys: during it they are answered without a fetch.
-    [customFetch]: withLastGoodKeys(withFailureBackoff(createJwksFetch(agent, token)), {
-      logger: deps.logger,
-    }),
+    [customFetch]: fetchJwks,
   });
   return {
     getKey: (header, token) => keySet(header, token),
+    lastRefreshFailed: () => fetchJwks.lastRefreshFailed(),
     check: async () => {},
     close: () => agent.close(),
   };

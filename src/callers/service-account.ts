@@ -84,32 +84,57 @@ export function createServiceAccountVerifier(
         currentDate: new Date(now()),
       }));
     } catch (error) {
+      // The keys in hand lack the token's kid, but the latest refresh failed: the key may be one
+      // the cluster published during the outage, and the caller did nothing wrong. A made-up
+      // kid looks the same and is answered the same (503, not counted), on purpose: counting it
+      // would throttle real callers, for a minute past the outage, over a key rotation; and not
+      // counting it gives nothing away: no signature is checked without a key, the answer
+      // depends only on the kid (public: the cluster publishes its keys) and on the outage, and
+      // a 503 forgives no earlier failure of the address (caller-gate.ts). A flood costs a
+      // header decode each; jose's cooldown and the backoff keep it from fetching.
+      if (
+        error instanceof errors.JWKSNoMatchingKey &&
+        keys.lastRefreshFailed() &&
+        hasClusterHeader(jwt)
+      ) {
+        return keysUnavailable(
+          {
+            name: error.name,
+            message:
+              "the token names a key (kid) that the keys kept through the failed JWKS refresh do not hold",
+          },
+          "the service-account token's key (kid) is not among the cluster's keys last fetched, and they cannot be refreshed now",
+        );
+      }
       const message = describeJoseError(error, jwt, config.issuer, audienceList);
       if (message === undefined) {
-        // Not the token's fault (the key URL is down, timed out, answered nonsense): log it so an
-        // operator sees why every service account is refused.
-        unwarned++;
-        if (now() - warnedAtMs >= KEY_FAILURE_LOG_INTERVAL_MS) {
-          deps.logger?.warn(
-            {
-              err: { name: (error as Error).name, message: (error as Error).message },
-              refusedCallers: unwarned,
-            },
-            "callers.kubernetes: the cluster's signing keys could not be loaded",
-          );
-          warnedAtMs = now();
-          unwarned = 0;
-        }
-        // Not the caller's fault either: the gate answers 503, and counts no failed credential.
-        return {
-          ok: false,
-          reason: "keys_unavailable",
-          message: "the cluster's service-account signing keys could not be loaded",
-        };
+        // Not the token's fault (the key URL is down, timed out, answered nonsense).
+        return keysUnavailable(
+          error as Error,
+          "the cluster's service-account signing keys could not be loaded",
+        );
       }
       return invalid(message);
     }
     return identityOf(payload);
+  }
+
+  /**
+   * A token left unchecked for want of keys. Logged at most once a minute, with the count, so
+   * an operator sees why every service account is refused; not the caller's fault either, so
+   * the gate answers 503 and counts no failed credential.
+   */
+  function keysUnavailable(err: { name: string; message: string }, message: string) {
+    unwarned++;
+    if (now() - warnedAtMs >= KEY_FAILURE_LOG_INTERVAL_MS) {
+      deps.logger?.warn(
+        { err: { name: err.name, message: err.message }, refusedCallers: unwarned },
+        "callers.kubernetes: the cluster's signing keys could not be loaded",
+      );
+      warnedAtMs = now();
+      unwarned = 0;
+    }
+    return { ok: false, reason: "keys_unavailable", message } satisfies Authentication;
   }
 
   return { verify, check: () => keys.check(), close: () => keys.close() };
@@ -204,6 +229,24 @@ function describeJoseError(
     return "the cluster key that matches the token cannot be used";
   }
   return undefined;
+}
+
+/**
+ * The header is one the API server writes: an allowed algorithm (jose checked that before it
+ * looked for a key) and a `kid` (the API server always names its key).
+ */
+function hasClusterHeader(jwt: string): boolean {
+  try {
+    const { alg, kid } = decodeProtectedHeader(jwt);
+    return (
+      typeof alg === "string" &&
+      SERVICE_ACCOUNT_ALGORITHMS.includes(alg) &&
+      typeof kid === "string" &&
+      kid !== ""
+    );
+  } catch {
+    return false;
+  }
 }
 
 /** ` (RS256)` when the header names a plausible algorithm; nothing when it names junk. */
