@@ -87,10 +87,15 @@ class ReportingExporter implements SpanExporter {
     this.queueFullDrops++;
   }
 
-  /** Drops are told when the queue moves again (the whole stall's count), once a minute at most. */
-  private reportQueueFull(): void {
+  /**
+   * Drops are told when the queue moves again (the whole stall's count), once a minute at most;
+   * at shutdown whatever is left is told regardless.
+   */
+  private reportQueueFull(final = false): void {
     if (this.queueFullDrops === 0) return;
-    if (performance.now() - this.lastQueueReportMs < EXPORT_FAILURE_LOG_INTERVAL_MS) return;
+    if (!final && performance.now() - this.lastQueueReportMs < EXPORT_FAILURE_LOG_INTERVAL_MS) {
+      return;
+    }
     this.log.warn(
       { droppedSpans: this.queueFullDrops, maxQueueSize: this.maxQueueSize },
       "span export queue full: spans dropped (the collector takes them slower than they are made; sample fewer traces or raise OTEL_BSP_MAX_QUEUE_SIZE)",
@@ -131,6 +136,7 @@ class ReportingExporter implements SpanExporter {
   }
 
   shutdown(): Promise<void> {
+    this.reportQueueFull(true);
     return this.inner.shutdown();
   }
 
