@@ -27,6 +27,7 @@ import { spread, summarize } from "./lib/summarize.mjs";
 import { checkTargets } from "./lib/targets.mjs";
 import { measureColdBurst, measureStartToReady } from "./lib/token-side.mjs";
 import { ensureTools } from "./lib/tools.mjs";
+import { accountSpans } from "./lib/variant-tracing.mjs";
 import { selectVariants, VARIANT_CASE, variantChecks } from "./lib/variants.mjs";
 
 const RESULTS_DIR = fileURLToPath(new URL("./results", import.meta.url));
@@ -163,6 +164,8 @@ async function main() {
     const run = { ...settings, generator, loadCore };
     await warmUp(started.competitors, run, ctx);
     const cells = await runMatrix(started.competitors, run, ctx, problems);
+    // Before anything else: stops the tracing variants (flushing their queued spans).
+    const spans = await accountSpans(started.competitors, control, log);
     const bearerProxyRan = started.competitors.some((c) => c.key === "bearer-proxy");
     const token = bearerProxyRan ? await runTokenSide(settings, ctx, problems) : null;
     // Issue 17's footprint section (bench/footprint.mjs): per Node version and flag set.
@@ -208,7 +211,7 @@ async function main() {
     };
     const cases = THROUGHPUT_CASES.filter((c) => settings.cases.includes(c.key));
     const markdown =
-      renderMarkdown({ meta, summary, cases, token, targets, order, problems }) +
+      renderMarkdown({ meta, summary, cases, token, targets, order, problems, spans }) +
       (footprint ? `\n${renderFootprintMarkdown(footprint)}` : "");
     const outDir = settings.outDir ?? RESULTS_DIR;
     await mkdir(outDir, { recursive: true });
@@ -218,7 +221,7 @@ async function main() {
     await writeFile(join(outDir, `${base}.md`), markdown);
     await writeFile(
       join(outDir, `${base}.json`),
-      `${JSON.stringify({ meta, summary, token, targets, problems, cells, footprint }, null, 2)}\n`,
+      `${JSON.stringify({ meta, summary, token, targets, problems, cells, spans, footprint }, null, 2)}\n`,
     );
     process.stdout.write(`${markdown}\n`);
     log(`results written to ${join(outDir, `${base}.md`)} and .json`);

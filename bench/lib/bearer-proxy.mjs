@@ -137,7 +137,7 @@ export async function startBearerProxy({
       env: { ...process.env, ...env },
     },
   );
-  child.stdout.resume();
+  const spanDrops = watchSpanDrops(child);
   const adminUrl = `http://127.0.0.1:${adminPort}`;
   const isDead = () => child.exitCode !== null || child.signalCode !== null;
   try {
@@ -163,5 +163,37 @@ export async function startBearerProxy({
     pids: () => [child.pid],
     isDead,
     stop: () => stopChild(child),
+    /** Spans the proxy logged as dropped so far (tracing on; see `watchSpanDrops`). */
+    spanDrops: () => ({ ...spanDrops }),
   };
+}
+
+/**
+ * Reads the proxy's log (stdout, JSON lines at `warn` and above: quiet unless something is
+ * wrong) for the tracing provider's drop reports (src/observability/tracing-provider.ts) and
+ * sums their `droppedSpans`: `queueFull` (the batch processor's queue was full: the collector
+ * took spans slower than they were made) and `exportFailed` (the collector did not answer 2xx).
+ * A lower bound: the proxy reports at most once a minute, when the queue moves again.
+ */
+function watchSpanDrops(child) {
+  const drops = { queueFull: 0, exportFailed: 0 };
+  let buffered = "";
+  child.stdout.setEncoding("utf8");
+  child.stdout.on("data", (chunk) => {
+    const lines = (buffered + chunk).split("\n");
+    buffered = lines.pop() ?? "";
+    for (const line of lines) {
+      if (!line.includes("spans dropped")) continue;
+      let record;
+      try {
+        record = JSON.parse(line);
+      } catch {
+        continue;
+      }
+      const dropped = Number(record.droppedSpans) || 0;
+      if (/^span export queue full/.test(record.msg)) drops.queueFull += dropped;
+      else if (/^span export failed/.test(record.msg)) drops.exportFailed += dropped;
+    }
+  });
+  return drops;
 }

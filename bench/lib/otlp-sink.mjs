@@ -1,23 +1,29 @@
 /**
- * An OTLP/HTTP sink for bench/feature-floor.mjs, in a process of its own so that receiving and
- * decoding spans is not counted as the SDK's CPU (in the bench the sink lives in the bench
- * process, not in the proxy's). It answers every POST 200 and counts the spans in each body
- * (protobuf or JSON) by request path, so a measurement can check that no span was dropped.
+ * An OTLP/HTTP sink for bench/feature-floor.mjs and the bench's tracing variants
+ * (lib/variant-tracing.mjs), in a process of its own so that receiving and decoding spans is
+ * not counted as the SDK's CPU (feature-floor) or the proxy's. It answers every POST 200 and
+ * counts the spans in each body (protobuf or JSON) by request path, so a measurement can check
+ * that no span was dropped.
  *
- *   startOtlpSink() → { endpoint(name), spans() → {path: count}, close() }
+ *   startOtlpSink({core}) → { endpoint(name), spans() → {path: count}, close() }
+ *
+ * `core` pins it (lib/processes.mjs `spawnPinned`): the bench runs it on the load core, beside
+ * wrk and the upstream, never on the proxy's; feature-floor leaves it unpinned (null).
  *
  * Run as a script (what startOtlpSink spawns) it prints `OTLP_SINK_READY {"port":N}`.
  */
-import { spawn } from "node:child_process";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
+import { spawnPinned } from "./processes.mjs";
 
 const SELF = fileURLToPath(import.meta.url);
 
-/** Start the sink process; resolves once it listens on 127.0.0.1. */
-export async function startOtlpSink() {
+/** Start the sink process on `core` (null: anywhere); resolves once it listens on 127.0.0.1. */
+export async function startOtlpSink({ core = null } = {}) {
   // stdin is the sink's lifeline: it exits when this process does, however that happens.
-  const child = spawn(process.execPath, [SELF], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawnPinned(core, process.execPath, [SELF], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   const port = await new Promise((resolve, reject) => {
     let buffered = "";
     child.stdout.setEncoding("utf8");
@@ -36,7 +42,7 @@ export async function startOtlpSink() {
     spans: async () => (await fetch(`${base}/spans`)).json(),
     close: () =>
       new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve();
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
         child.once("exit", resolve);
         child.kill("SIGTERM");
       }),

@@ -3,6 +3,7 @@
  * HTTP/2 and feature-cost comparisons with bearer-proxy itself, the token-side section, the
  * targets check, and how the run was made.
  */
+import { spansMarkdown } from "./variant-tracing.mjs";
 import { PLAIN, VARIANT_CASE, variantCompetitorKey } from "./variants.mjs";
 
 const LABELS = {
@@ -167,7 +168,7 @@ function targetsTable(targets) {
 }
 
 /** The whole report as Markdown. */
-export function renderMarkdown({ meta, summary, cases, token, targets, order, problems }) {
+export function renderMarkdown({ meta, summary, cases, token, targets, order, problems, spans }) {
   const parts = [`# bearer-proxy benchmark — ${meta.startedAt}${meta.smoke ? " (smoke)" : ""}`, ""];
   parts.push(
     `Rounds: ${meta.rounds} interleaved (each round runs every case on every competitor in turn); ` +
@@ -224,6 +225,8 @@ export function renderMarkdown({ meta, summary, cases, token, targets, order, pr
       featureCost,
       "",
     );
+    const spansText = spansMarkdown(spans);
+    if (spansText) parts.push(spansText, "");
   }
   parts.push("## Token side (bearer-proxy)", "", tokenSection(token), "");
   parts.push("## Targets (issue 8; variants' feature cost)", "", targetsTable(targets), "");

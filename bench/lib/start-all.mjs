@@ -15,6 +15,7 @@ import {
   startNginx,
   startUndiciForwarder,
 } from "./competitors.mjs";
+import { startOtlpSink } from "./otlp-sink.mjs";
 import { startNginxUpstream, startNodeUpstream } from "./upstreams.mjs";
 import { selectVariants, startVariant, VARIANT_CASE } from "./variants.mjs";
 
@@ -91,6 +92,15 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
   };
 
   const variants = selectVariants(settings.variants);
+  // The tracing variants' collector: one sink process on the load core, started when first asked.
+  let sink = null;
+  const otlpSink = () => {
+    sink ??= startOtlpSink({ core: loadCore }).then((started) => {
+      log(`OTLP sink on ${started.endpoint("")} (core ${loadCore ?? "any"})`);
+      return started;
+    });
+    return sink;
+  };
   const variantStarters = () => {
     if (variants.length === 0) return [];
     if (!settings.cases.includes(VARIANT_CASE)) {
@@ -105,6 +115,7 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
           dir,
           control,
           startProxy: (configure, tag, env) => bearerProxy({ configure, tag, env }),
+          otlpSink,
         }),
     }));
   };

@@ -4,15 +4,19 @@
  * within each round ("feature cost" in the report) rather than a comparison across runs.
  *
  * A variant is
- *   { key, label, issue, minRatio?, prepare({dir}) → {configure, headers, withoutHeaders, env} }
+ *   { key, label, issue, minRatio?,
+ *     prepare({dir, otlpSink}) → {configure, headers, withoutHeaders, env, spans} }
  * - `prepare` writes whatever the variant needs (users file, keys, …) into `dir`, a directory of
- *   its own inside the run's temporary directory (a proxy re-reads a users file that changes),
- *   and returns
+ *   its own inside the run's temporary directory (a proxy re-reads a users file that changes);
+ *   `otlpSink()` resolves with the run's counting OTLP sink (lib/otlp-sink.mjs, started on the
+ *   load core on first call). It returns
  *   - `configure(config)`: plain bearer-proxy's config object (lib/bearer-proxy.mjs
  *     `bearerProxyConfig`) → the variant's; return a new object, do not mutate;
  *   - `headers`: request headers the load generator sends on every request (wrk `-H`);
  *   - `withoutHeaders` (optional): the status a request without `headers` must get (e.g. 407);
- *   - `env` (optional): extra environment for the proxy process (the tracing variants' OTEL_*).
+ *   - `env` (optional): extra environment for the proxy process (the tracing variants' OTEL_*);
+ *   - `spans` (optional, tracing): `{ratio, received()}`, the share of requests sampled and the
+ *     spans the sink got from this variant, for lib/variant-tracing.mjs `accountSpans`.
  *   Before it is measured, a GET through the variant with `headers` must answer 200 and one
  *   without them `withoutHeaders`; otherwise the run fails (exit 1): a variant that refuses
  *   the credential measures nothing but its error path.
@@ -26,6 +30,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { prepareCallersBasic, prepareCallersServiceAccount } from "./variant-callers.mjs";
+import { tracingVariant } from "./variant-tracing.mjs";
 
 /** The case variants are measured in. */
 export const VARIANT_CASE = "small";
@@ -72,50 +77,31 @@ export const BEARER_PROXY_VARIANTS = [
   },
   {
     key: "tracing",
-    label: "OpenTelemetry on, every request sampled, exported over OTLP/HTTP to a sink",
+    label: "OpenTelemetry on, every request sampled, exported over OTLP/HTTP to a counting sink",
     issue: "#25",
     minRatio: 0.75,
-    prepare: () => prepareTracing({ OTEL_TRACES_SAMPLER: "always_on" }),
+    prepare: tracingVariant({
+      key: "tracing",
+      ratio: 1,
+      sampler: { OTEL_TRACES_SAMPLER: "always_on" },
+    }),
   },
   {
     // What operators run in production; issue #25 sets its target on always-sampled only.
     key: "tracing-sampled",
     label:
-      "OpenTelemetry on, `parentbased_traceidratio` 0.1 (a tenth of the traces sampled), OTLP/HTTP to a sink",
+      "OpenTelemetry on, `parentbased_traceidratio` 0.1 (a tenth of the traces sampled), OTLP/HTTP to a counting sink",
     issue: "#25",
-    prepare: () =>
-      prepareTracing({
+    prepare: tracingVariant({
+      key: "tracing-sampled",
+      ratio: 0.1,
+      sampler: {
         OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
         OTEL_TRACES_SAMPLER_ARG: "0.1",
-      }),
+      },
+    }),
   },
 ];
-
-/**
- * Tracing on through the standard environment with the `sampler` variables, exporting to a
- * local OTLP/HTTP sink that answers 200 and keeps nothing (the cost measured is ours and the
- * SDK's, not a collector's). The load generator sends no `traceparent`, so every request is a
- * root and the parent-based samplers decide by their root sampler.
- */
-async function prepareTracing(sampler) {
-  const { createServer } = await import("node:http");
-  const sink = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end("{}"));
-  });
-  await new Promise((resolve) => sink.listen(0, "127.0.0.1", resolve));
-  sink.unref();
-  const { port } = sink.address();
-  return {
-    configure: (config) => ({ ...config, tracing: { exporter: "otlp" } }),
-    headers: {},
-    env: {
-      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
-      OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
-      ...sampler,
-    },
-  };
-}
 
 /**
  * `dpop: {}` on the one upstream: an ephemeral P-256 key, `Authorization: DPoP` and a proof per
@@ -147,12 +133,13 @@ export function selectVariants(keys) {
 /**
  * Prepare and start one variant through `startProxy(configure)` (which starts bearer-proxy with
  * the given config transform and resolves with its competitor), then prove its credential
- * works. Resolves with the competitor, re-keyed, carrying `headers` for the load generator.
+ * works. Resolves with the competitor, re-keyed, carrying `headers` for the load generator
+ * (and `spans` for a tracing variant).
  */
-export async function startVariant({ variant, dir, control, startProxy }) {
+export async function startVariant({ variant, dir, control, startProxy, otlpSink }) {
   const ownDir = join(dir, `variant-${variant.key}`);
   await mkdir(ownDir, { mode: 0o755 });
-  const prepared = await variant.prepare({ dir: ownDir });
+  const prepared = await variant.prepare({ dir: ownDir, otlpSink });
   const proxy = await startProxy(prepared.configure, `-${variant.key}`, prepared.env);
   const competitor = {
     ...proxy,
@@ -160,6 +147,7 @@ export async function startVariant({ variant, dir, control, startProxy }) {
     label: `bearer-proxy + ${variant.key}`,
     variant,
     headers: prepared.headers,
+    ...(prepared.spans ? { spans: prepared.spans } : {}),
   };
   try {
     await verifyVariant(competitor, prepared, control);
