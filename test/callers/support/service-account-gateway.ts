@@ -1,4 +1,5 @@
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
+import { JWKS_RETRY_AFTER_FAILURE_MS } from "../../../src/callers/jwks-timing.js";
 import type { Emulator } from "../../../src/emulator/types.js";
 import { type AppUnderTest, startAppUnderTest } from "../../helpers/app-under-test.js";
 import {
@@ -119,4 +120,18 @@ export function useServiceAccountGateway(
     await Promise.all([bench.emulator?.close(), bench.jwks?.close()]);
   });
   return bench;
+}
+
+/**
+ * `answer` is the gateway's 503 `caller_keys_unavailable` for upstream `billing` with `message`:
+ * the backoff as Retry-After, no challenge (a new credential would not help), the JSON error.
+ */
+export function expectKeysUnavailable(answer: HttpAnswer, message: string): void {
+  expect(answer.status, answer.text).toBe(503);
+  expect(answer.headers["bearer-proxy-error"]).toBe("caller_keys_unavailable");
+  expect(answer.headers["retry-after"]).toBe(String(JWKS_RETRY_AFTER_FAILURE_MS / 1000));
+  expect(answer.headers["proxy-authenticate"]).toBeUndefined();
+  expect(JSON.parse(answer.text)).toEqual({
+    error: { code: "caller_keys_unavailable", message, upstream: "billing" },
+  });
 }
