@@ -15,14 +15,9 @@ import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
 import { ConfigError } from "../errors.js";
 import { fingerprint } from "../token/fingerprint.js";
+import { isBearerTokenSyntax } from "../token/token-response.js";
 
 const FIELD = "callers.kubernetes.jwksTokenFile";
-
-/**
- * RFC 6750 §2.1 `b64token` is narrower, but Kubernetes static and bootstrap tokens need not be;
- * what must hold is that the value is one header-safe word (no space, no control character).
- */
-const HEADER_SAFE_TOKEN = /^[\x21-\x7e]+$/;
 
 /** The token in a token file's text, or why there is none (never quoting the text). */
 export function parseBearerTokenFile(
@@ -31,7 +26,9 @@ export function parseBearerTokenFile(
   // A Secret written with `echo` ends in a newline; projected tokens don't. Either is one token.
   const token = text.trim();
   if (token === "") return { ok: false, problem: "found an empty file" };
-  if (!HEADER_SAFE_TOKEN.test(token)) {
+  // The project's one rule for a bearer token (wider than RFC 6750's b64token, which Kubernetes
+  // static and bootstrap tokens need not fit): one header-safe word.
+  if (!isBearerTokenSyntax(token)) {
     return {
       ok: false,
       problem: "found text that is not one token (spaces, line breaks or non-ASCII characters)",
