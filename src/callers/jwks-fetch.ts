@@ -155,9 +155,10 @@ export function withLastGoodKeys(
   const now = deps.now ?? (() => Date.now());
   let kept: { body: Uint8Array; fetchedAtMs: number } | undefined;
   let warnedAtMs = Number.NEGATIVE_INFINITY;
-  /** Some refresh failed since the last success, with keys kept (to log when one works again). */
-  let stale = false;
-  /** The latest attempt failed, whatever was answered (the backoff's refusals included). */
+  /**
+   * The latest attempt failed, whatever was answered (the backoff's refusals included); with
+   * keys kept, they were being served stale (to log when a refresh works again).
+   */
   let lastFailed = false;
 
   const fetchOrKept: FetchImplementation = async (url, options) => {
@@ -166,13 +167,12 @@ export function withLastGoodKeys(
       const response = await fetch(url, options);
       if (response.status === 200) {
         const body = new Uint8Array(await response.arrayBuffer());
-        lastFailed = false;
-        if (stale) {
-          stale = false;
+        if (lastFailed && kept !== undefined) {
           deps.logger?.info(
             "callers.kubernetes: the JWKS refresh succeeded again; the keys are current",
           );
         }
+        lastFailed = false;
         kept = { body, fetchedAtMs: now() };
         return new Response(body, { status: 200 });
       }
@@ -185,7 +185,6 @@ export function withLastGoodKeys(
       problem = messageOf(error);
     }
     const ageMs = now() - kept.fetchedAtMs;
-    stale = true;
     if (ageMs > JWKS_STALE_LIMIT_MS) {
       throw new Error(
         `the JWKS refresh failed (${problem}) and the keys fetched ${formatAge(ageMs)} ago are past the ${formatAge(JWKS_STALE_LIMIT_MS)} limit for keys that cannot be refreshed`,
