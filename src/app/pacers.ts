@@ -15,6 +15,7 @@ import { rulesNameCallers } from "../callers/allow.js";
 import { DEFAULTS } from "../config/normalize.js";
 import type { ProxyConfig, RedisCacheConfig, UpstreamConfig } from "../config/types.js";
 import { parseDurationMs } from "../config/units.js";
+import { createLogThrottle } from "../observability/log-throttle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Pacer } from "../proxy/pacing/limiter.js";
@@ -63,7 +64,7 @@ export function createPacers(
   // tokenCache.redis can't change without a restart (reload/live-changes.ts): fixed for life.
   const redisConfig = config.tokenCache.redis;
   let redis: RedisClientHandle | undefined;
-  let lastRedisWarnMs = Number.NEGATIVE_INFINITY;
+  const redisWarnings = createLogThrottle(REDIS_WARN_INTERVAL_MS);
 
   metrics.watchRateLimitQueues(() => queueDepths(built.values()));
 
@@ -84,19 +85,15 @@ export function createPacers(
   }
 
   function onRedisError(upstream: string, err: unknown): void {
-    const nowMs = performance.now();
     const fields = {
       upstream,
       redis: redisConfig ? describeRedisTarget(redisConfig) : undefined,
       reason: err instanceof Error ? err.message : String(err),
     };
     const message = "shared rate limit: Redis failed; this replica paces alone for now";
-    if (nowMs - lastRedisWarnMs < REDIS_WARN_INTERVAL_MS) {
-      logger.debug(fields, message);
-      return;
-    }
-    lastRedisWarnMs = nowMs;
-    logger.warn(fields, message);
+    redisWarnings.count();
+    if (redisWarnings.takeIfDue() === undefined) logger.debug(fields, message);
+    else logger.warn(fields, message);
   }
 
   function build(upstream: UpstreamConfig, pauseKey: string): UpstreamPacing {

@@ -9,6 +9,7 @@ import { createLocalJWKSet, type FetchImplementation } from "jose";
 import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
 import { request } from "../net/undici-core.js";
+import { createLogThrottle } from "../observability/log-throttle.js";
 import { fingerprint } from "../token/fingerprint.js";
 import { JWKS_RETRY_AFTER_FAILURE_MS, JWKS_STALE_LIMIT_MS } from "./jwks-timing.js";
 import type { JwksTokenFile } from "./jwks-token-file.js";
@@ -154,7 +155,7 @@ export function withLastGoodKeys(
 ): LastGoodKeysFetch {
   const now = deps.now ?? (() => Date.now());
   let kept: { body: Uint8Array; fetchedAtMs: number } | undefined;
-  let warnedAtMs = Number.NEGATIVE_INFINITY;
+  const staleWarnings = createLogThrottle(STALE_WARNING_INTERVAL_MS, now);
   /**
    * The latest attempt failed, whatever was answered (the backoff's refusals included); with
    * keys kept, they were being served stale (to log when a refresh works again).
@@ -190,8 +191,8 @@ export function withLastGoodKeys(
         `the JWKS refresh failed (${problem}) and the keys fetched ${formatAge(ageMs)} ago are past the ${formatAge(JWKS_STALE_LIMIT_MS)} limit for keys that cannot be refreshed`,
       );
     }
-    if (now() - warnedAtMs >= STALE_WARNING_INTERVAL_MS) {
-      warnedAtMs = now();
+    staleWarnings.count();
+    if (staleWarnings.takeIfDue() !== undefined) {
       // `problem` names the jwksTokenFile token by fingerprint only (refusalMessage).
       deps.logger?.warn(
         {

@@ -6,6 +6,7 @@
  */
 import { decodeProtectedHeader, errors, type JWTPayload, jwtVerify } from "jose";
 import type { Logger } from "pino";
+import { createLogThrottle } from "../observability/log-throttle.js";
 import { createJwksSource, type JwksSource } from "./jwks-source.js";
 import type { Authentication, KubernetesCallersConfig } from "./types.js";
 
@@ -69,8 +70,7 @@ export function createServiceAccountVerifier(
   const now = deps.now ?? Date.now;
   const audienceList = `[${config.audiences.join(", ")}]`;
   // A key outage fails every service-account caller: say so once a minute, with the count.
-  let warnedAtMs = Number.NEGATIVE_INFINITY;
-  let unwarned = 0;
+  const keyFailures = createLogThrottle(KEY_FAILURE_LOG_INTERVAL_MS, now);
 
   async function verify(jwt: string): Promise<Authentication> {
     let payload: JWTPayload;
@@ -125,14 +125,13 @@ export function createServiceAccountVerifier(
    * the gate answers 503 and counts no failed credential.
    */
   function keysUnavailable(err: { name: string; message: string }, message: string) {
-    unwarned++;
-    if (now() - warnedAtMs >= KEY_FAILURE_LOG_INTERVAL_MS) {
+    keyFailures.count();
+    const refusedCallers = keyFailures.takeIfDue();
+    if (refusedCallers !== undefined) {
       deps.logger?.warn(
-        { err: { name: err.name, message: err.message }, refusedCallers: unwarned },
+        { err: { name: err.name, message: err.message }, refusedCallers },
         "callers.kubernetes: the cluster's signing keys could not be loaded",
       );
-      warnedAtMs = now();
-      unwarned = 0;
     }
     return { ok: false, reason: "keys_unavailable", message } satisfies Authentication;
   }

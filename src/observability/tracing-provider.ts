@@ -22,6 +22,7 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
 import { loggableUrl } from "../net/loggable-url.js";
+import { createLogThrottle } from "./log-throttle.js";
 import type { Logger } from "./logger.js";
 import type { TracingSettings } from "./tracing-settings.js";
 
@@ -68,11 +69,10 @@ async function buildExporter(settings: TracingSettings): Promise<SpanExporter> {
  * logger, which we don't set).
  */
 class ReportingExporter implements SpanExporter {
-  private failedExports = 0;
+  private readonly failedExports = createLogThrottle(EXPORT_FAILURE_LOG_INTERVAL_MS);
+  /** Spans of the failed exports not reported yet (reported with their count). */
   private droppedSpans = 0;
-  private lastReportMs = Number.NEGATIVE_INFINITY;
-  private queueFullDrops = 0;
-  private lastQueueReportMs = Number.NEGATIVE_INFINITY;
+  private readonly queueFullDrops = createLogThrottle(EXPORT_FAILURE_LOG_INTERVAL_MS);
   /** Told how many spans left the batch processor's queue for each export. */
   onExport: (count: number) => void = () => {};
 
@@ -84,7 +84,7 @@ class ReportingExporter implements SpanExporter {
 
   /** The batch processor dropped a span: its queue was full (see QueueWatchingProcessor). */
   queueFull(): void {
-    this.queueFullDrops++;
+    this.queueFullDrops.count();
   }
 
   /**
@@ -92,16 +92,12 @@ class ReportingExporter implements SpanExporter {
    * at shutdown whatever is left is told regardless.
    */
   private reportQueueFull(final = false): void {
-    if (this.queueFullDrops === 0) return;
-    if (!final && performance.now() - this.lastQueueReportMs < EXPORT_FAILURE_LOG_INTERVAL_MS) {
-      return;
-    }
+    const droppedSpans = final ? this.queueFullDrops.take() : this.queueFullDrops.takeIfDue();
+    if (!droppedSpans) return;
     this.log.warn(
-      { droppedSpans: this.queueFullDrops, maxQueueSize: this.maxQueueSize },
+      { droppedSpans, maxQueueSize: this.maxQueueSize },
       "span export queue full: spans dropped (the collector takes them slower than they are made; sample fewer traces or raise OTEL_BSP_MAX_QUEUE_SIZE)",
     );
-    this.lastQueueReportMs = performance.now();
-    this.queueFullDrops = 0;
   }
 
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
@@ -109,29 +105,30 @@ class ReportingExporter implements SpanExporter {
     this.reportQueueFull();
     this.inner.export(spans, (result) => {
       if (result.code === ExportResultCode.SUCCESS) {
-        if (this.failedExports > 0) this.report("span export works again", undefined, "info");
+        // Failures not reported yet are told now, with the recovery.
+        const failed = this.failedExports.take();
+        if (failed > 0) this.report("span export works again", failed, undefined, "info");
       } else {
-        this.failedExports++;
+        this.failedExports.count();
         this.droppedSpans += spans.length;
-        if (performance.now() - this.lastReportMs >= EXPORT_FAILURE_LOG_INTERVAL_MS) {
-          this.report("span export failed: spans dropped", result.error);
-        }
+        const failed = this.failedExports.takeIfDue();
+        if (failed !== undefined)
+          this.report("span export failed: spans dropped", failed, result.error);
       }
       done(result);
     });
   }
 
-  private report(message: string, error?: Error, level: "warn" | "info" = "warn"): void {
+  private report(
+    message: string,
+    failedExports: number,
+    error?: Error,
+    level: "warn" | "info" = "warn",
+  ): void {
     this.log[level](
-      {
-        failedExports: this.failedExports,
-        droppedSpans: this.droppedSpans,
-        reason: error?.message,
-      },
+      { failedExports, droppedSpans: this.droppedSpans, reason: error?.message },
       message,
     );
-    this.lastReportMs = performance.now();
-    this.failedExports = 0;
     this.droppedSpans = 0;
   }
 

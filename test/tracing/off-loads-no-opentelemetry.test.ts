@@ -15,6 +15,7 @@ const SOURCES = [
   "observability/tracing-settings.ts",
   "observability/tracing-sdk.ts",
   "observability/tracing-provider.ts",
+  "observability/log-throttle.ts",
   "net/loggable-url.ts",
 ];
 
