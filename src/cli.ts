@@ -11,6 +11,7 @@ import {
   commandHelp,
   mainHelp,
 } from "./commands/command-specs.js";
+import { errorMessage } from "./errors.js";
 import { VERSION } from "./version.js";
 
 type ParsedValues = Record<string, string | boolean | undefined>;
@@ -93,7 +94,7 @@ runCli(process.argv.slice(2)).then(
     setTimeout(() => process.exit(code), 2_000).unref();
   },
   (err: unknown) => {
-    process.stderr.write(`bearer-proxy: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`bearer-proxy: ${errorMessage(err)}\n`);
     process.exitCode = 1;
     // Whatever the failed command left open must not keep the process up either.
     setTimeout(() => process.exit(1), 2_000).unref();

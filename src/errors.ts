@@ -103,6 +103,11 @@ export interface BearerProxyErrorOptions {
 }
 
 /** An error with a stable code. The message is safe to show to clients and to log. */
+/** An error's message, or a thrown non-Error as text: for logs and answers that quote a failure. */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 export class BearerProxyError extends Error {
   readonly code: ErrorCode;
   readonly upstream: string | undefined;

@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type App, buildApp } from "./app.js";
 import type { ProxyConfig } from "./config/types.js";
+import { errorMessage } from "./errors.js";
 import type { Logger } from "./observability/logger.js";
 import { createTracing } from "./observability/tracing.js";
 import { VERSION } from "./version.js";
@@ -64,10 +65,7 @@ export async function startProxy(
       } catch (error) {
         // Callers `void` this promise (signals, /quitquitquit): report, never reject.
         code = 1;
-        logger.error(
-          { reason: error instanceof Error ? error.message : String(error) },
-          "shutdown failed",
-        );
+        logger.error({ reason: errorMessage(error) }, "shutdown failed");
       }
       resolveDone(code);
       return code;

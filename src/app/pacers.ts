@@ -15,6 +15,7 @@ import { rulesNameCallers } from "../callers/allow.js";
 import { DEFAULTS } from "../config/normalize.js";
 import type { ProxyConfig, RedisCacheConfig, UpstreamConfig } from "../config/types.js";
 import { parseDurationMs } from "../config/units.js";
+import { errorMessage } from "../errors.js";
 import { createLogThrottle } from "../observability/log-throttle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -88,7 +89,7 @@ export function createPacers(
     const fields = {
       upstream,
       redis: redisConfig ? describeRedisTarget(redisConfig) : undefined,
-      reason: err instanceof Error ? err.message : String(err),
+      reason: errorMessage(err),
     };
     const message = "shared rate limit: Redis failed; this replica paces alone for now";
     redisWarnings.count();

@@ -5,6 +5,7 @@
  */
 import type { LastReload } from "../admin/status-report.js";
 import type { ProxyConfig } from "../config/types.js";
+import { errorMessage } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ReloadTrigger } from "../reload/config-watcher.js";
@@ -74,7 +75,7 @@ export function createReloader(deps: {
     } catch (error) {
       callerSources.retain([live.generation.config]);
       sources.pacers.retain([live.generation.pacing]);
-      return rejected(trigger, [error instanceof Error ? error.message : String(error)]);
+      return rejected(trigger, [errorMessage(error)]);
     }
     if (closing) return rejected(trigger, ["the proxy is shutting down"]);
     swap(built);

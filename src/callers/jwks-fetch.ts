@@ -8,6 +8,7 @@
 import { createLocalJWKSet, type FetchImplementation } from "jose";
 import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
+import { errorMessage } from "../errors.js";
 import { request } from "../net/undici-core.js";
 import { createLogThrottle } from "../observability/log-throttle.js";
 import { fingerprint } from "../token/fingerprint.js";
@@ -113,7 +114,7 @@ export function withFailureBackoff(
       else [failedAtMs, reason] = [now(), `answered ${response.status}`];
       return response;
     } catch (error) {
-      [failedAtMs, reason] = [now(), messageOf(error)];
+      [failedAtMs, reason] = [now(), errorMessage(error)];
       throw error;
     }
   };
@@ -183,7 +184,7 @@ export function withLastGoodKeys(
     } catch (error) {
       lastFailed = true;
       if (kept === undefined) throw error;
-      problem = messageOf(error);
+      problem = errorMessage(error);
     }
     const ageMs = now() - kept.fetchedAtMs;
     if (ageMs > JWKS_STALE_LIMIT_MS) {
@@ -217,10 +218,6 @@ function refusalMessage(status: 401 | 403, sent: string | undefined): string {
   return status === 401
     ? `the JWKS server answered 401 to ${which}: not valid there (expired, or not its audience)`
     : `the JWKS server answered 403 to ${which}: its identity may not read the keys (ClusterRole system:service-account-issuer-discovery)`;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** `3 h 25 min`, `12 min`, `40 s`: an age for a log line. */

@@ -12,6 +12,7 @@ import {
   type DetailedPeerCertificate,
 } from "node:tls";
 import type { UpstreamTls } from "../config/types.js";
+import { errorMessage } from "../errors.js";
 import { buildTlsOptions } from "../net/dispatcher.js";
 
 /** What one step found; a failure may carry a plain-language hint. */
@@ -31,7 +32,7 @@ export async function checkDns(host: string): Promise<Outcome> {
     const code = errorCode(error);
     return {
       ok: false,
-      detail: `${host} does not resolve (${code ?? describeError(error)})`,
+      detail: `${host} does not resolve (${code ?? errorMessage(error)})`,
       hint:
         code === "ENOTFOUND"
           ? "check the host name in the URL; inside a cluster, check the DNS name and namespace"
@@ -62,7 +63,7 @@ export function checkTcp(host: string, port: number, timeoutMs: number): Promise
       const code = errorCode(error);
       resolve({
         ok: false,
-        detail: `cannot connect to ${host}:${port} (${code ?? describeError(error)})`,
+        detail: `cannot connect to ${host}:${port} (${code ?? errorMessage(error)})`,
         hint:
           code === "ECONNREFUSED"
             ? "nothing listens there: check the port in the URL and that the service is up"
@@ -89,7 +90,7 @@ export function checkTls(
   } catch (error) {
     return Promise.resolve({
       ok: false,
-      detail: `cannot load the TLS files (${describeError(error)})`,
+      detail: `cannot load the TLS files (${errorMessage(error)})`,
       hint: "check tls.caFile / certFile / keyFile: the paths must exist and be readable",
     });
   }
@@ -121,8 +122,8 @@ export function checkTls(
     socket.once("error", (error) => {
       resolve({
         ok: false,
-        detail: `TLS handshake failed (${describeError(error)})`,
-        hint: /wrong version number|packet length too long/i.test(describeError(error))
+        detail: `TLS handshake failed (${errorMessage(error)})`,
+        hint: /wrong version number|packet length too long/i.test(errorMessage(error))
           ? "the server does not speak TLS on this port: check the URL's scheme and port"
           : "check that the server supports TLS 1.2 or later",
       });
@@ -186,11 +187,6 @@ function firstOf(value: string | string[] | undefined): string | undefined {
 function errorCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null | undefined)?.code;
   return typeof code === "string" ? code : undefined;
-}
-
-/** An error's message, or the thrown value as text. */
-export function describeError(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** Whole milliseconds since `started` (a performance.now() reading). */

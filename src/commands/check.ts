@@ -8,7 +8,7 @@
 
 import { createScrubber, type Scrubber } from "../admin/redact.js";
 import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.js";
-import { BearerProxyError } from "../errors.js";
+import { BearerProxyError, errorMessage } from "../errors.js";
 import { createDispatcher } from "../net/dispatcher.js";
 import { request } from "../net/undici-core.js";
 import { decodeJwtPayload } from "../token/client-auth/jws.js";
@@ -16,14 +16,7 @@ import { CHECK_CREDENTIALS_HINT } from "../token/credential-hint.js";
 import type { Dpop } from "../token/dpop/index.js";
 import { fingerprint } from "../token/fingerprint.js";
 import { describeTokenUrl } from "../token/response-text.js";
-import {
-  checkDns,
-  checkTcp,
-  checkTls,
-  describeError,
-  msSince,
-  type Outcome,
-} from "./check-network.js";
+import { checkDns, checkTcp, checkTls, msSince, type Outcome } from "./check-network.js";
 import { fetchToken, selectUpstreams } from "./token.js";
 
 export interface CheckArgs {
@@ -363,7 +356,7 @@ async function probeApi(
   } catch (error) {
     return {
       ok: false,
-      detail: `GET ${path} failed (${describeError(error)})`,
+      detail: `GET ${path} failed (${errorMessage(error)})`,
       hint: "see the DNS/TCP/TLS steps above",
     };
   } finally {

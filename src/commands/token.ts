@@ -5,7 +5,7 @@
  * thumbprint and algorithm). Also home of the small helpers `check` shares.
  */
 import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
-import { BearerProxyError } from "../errors.js";
+import { BearerProxyError, errorMessage } from "../errors.js";
 import { createDispatcher } from "../net/dispatcher.js";
 import { requestToken, type TokenResponse } from "../token/client-credentials.js";
 import type { Dpop } from "../token/dpop/index.js";
@@ -153,8 +153,7 @@ export async function fetchToken(
 
 /** An error's message with the secret cut out (our errors never hold one; others might). */
 export function safeMessage(error: unknown, secret: string | undefined): string {
-  const text =
-    error instanceof BearerProxyError || error instanceof Error ? error.message : String(error);
+  const text = errorMessage(error);
   return secret && secret.length > 0 ? text.split(secret).join("[redacted]") : text;
 }
 

@@ -3,6 +3,8 @@
  * not start before their sidecar (an entrypoint runs `bearer-proxy wait && exec app`). Exit 0 when
  * ready, 1 on timeout with the last answer on stderr so the operator sees why.
  */
+
+import { errorMessage } from "../errors.js";
 import { Agent, request } from "../net/undici-core.js";
 
 export interface WaitArgs {
@@ -125,7 +127,7 @@ export function summarizeReadyz(text: string): string {
 
 function describeError(error: unknown): string {
   const code = (error as { code?: unknown } | null)?.code;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   return typeof code === "string" && !message.includes(code) ? `${code}: ${message}` : message;
 }
 

@@ -3,7 +3,7 @@
  * variable or flag a value came from, or its place in the file (with its line and the `${VAR}`
  * it was interpolated from).
  */
-import { ConfigError, type ConfigIssue } from "../errors.js";
+import { ConfigError, type ConfigIssue, errorMessage } from "../errors.js";
 import { formatPath, type IssuePath, type RawIssue, toPointer } from "./issues.js";
 
 /** What is known about where each value of the merged document came from. */
@@ -68,8 +68,7 @@ export function configErrorWarnings(error: unknown): readonly string[] {
  * and startup failures. Other errors give their message.
  */
 export function formatConfigError(error: unknown): string {
-  if (!(error instanceof ConfigError))
-    return error instanceof Error ? error.message : String(error);
+  if (!(error instanceof ConfigError)) return errorMessage(error);
   const warnings = configErrorWarnings(error);
   if (warnings.length === 0) return error.message;
   return [error.message, `warnings (${warnings.length}):`, ...warnings.map((w) => `  ${w}`)].join(

@@ -39,6 +39,7 @@ import {
   ATTR_URL_PATH,
   ATTR_URL_SCHEME,
 } from "@opentelemetry/semantic-conventions";
+import { errorMessage } from "../errors.js";
 import type { Logger } from "./logger.js";
 import type {
   ClientSpan,
@@ -326,10 +327,7 @@ class SdkTracing implements Tracing {
   }
 
   private flushFailed(error: unknown): void {
-    this.log.debug(
-      { reason: error instanceof Error ? error.message : String(error) },
-      "flushing spans failed",
-    );
+    this.log.debug({ reason: errorMessage(error) }, "flushing spans failed");
   }
 }
 

@@ -6,7 +6,7 @@
 import type { App } from "../app.js";
 import { formatConfigError } from "../config/load.js";
 import type { ProxyConfig } from "../config/types.js";
-import { ConfigError } from "../errors.js";
+import { ConfigError, errorMessage } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { type ConfigWatcher, type ReloadTrigger, watchConfig } from "./config-watcher.js";
 
@@ -35,7 +35,7 @@ export async function reloadOnce(
     const problems =
       error instanceof ConfigError
         ? error.issues.map((issue) => `${issue.path}: ${issue.message}`)
-        : [error instanceof Error ? error.message : String(error)];
+        : [errorMessage(error)];
     app.recordRejected(problems, trigger);
     logger.error(
       { trigger, outcome: "rejected", problems },

@@ -7,7 +7,7 @@
  */
 import type { Dispatcher } from "undici";
 import type { TokenEndpointSpec } from "../config/types.js";
-import { BearerProxyError } from "../errors.js";
+import { BearerProxyError, errorMessage } from "../errors.js";
 import { request } from "../net/undici-core.js";
 import {
   type ClientAuthParts,
@@ -192,7 +192,7 @@ async function readResponse(response: Dispatcher.ResponseData, where: string): P
 
 function translateNetworkError(error: unknown, where: string): BearerProxyError {
   const code = (error as { code?: unknown } | null)?.code;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   const what = sanitizeIdpText(typeof code === "string" ? `${code}: ${message}` : message, 200);
   if (
     code === "UND_ERR_CONNECT_TIMEOUT" ||

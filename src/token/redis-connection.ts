@@ -6,6 +6,7 @@
  * changes are logged once per transition and mirrored in `bearer_proxy_redis_up`.
  */
 import type { RedisCacheConfig } from "../config/types.js";
+import { errorMessage } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import { describeRedisTarget, openRedisClient, type RedisClientLike } from "./redis-clients.js";
@@ -104,7 +105,7 @@ export function connectRedis(options: RedisConnectionOptions): RedisConnection {
     current = "down";
     metrics?.redisUp.set(0);
     logger.warn(
-      { redis: target, reason: reason instanceof Error ? reason.message : String(reason) },
+      { redis: target, reason: errorMessage(reason) },
       "redis token cache unavailable; fetching tokens locally until it is back",
     );
   }

@@ -2,12 +2,12 @@
  * The errors a token source hands to requests. Messages name the upstream and the token
  * endpoint's own error; never a secret or a token.
  */
-import { BearerProxyError } from "../errors.js";
+import { BearerProxyError, errorMessage } from "../errors.js";
 
 /** Any failure of a fetch as a BearerProxyError (unknown errors count as network errors). */
 export function toTokenError(error: unknown, where: string): BearerProxyError {
   if (error instanceof BearerProxyError) return error;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   return new BearerProxyError(
     "BP_ERR_TOKEN_NETWORK",
     `token request to ${where} failed (${message.slice(0, 200)})`,

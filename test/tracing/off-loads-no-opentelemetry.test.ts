@@ -16,6 +16,7 @@ const SOURCES = [
   "observability/tracing-sdk.ts",
   "observability/tracing-provider.ts",
   "observability/log-throttle.ts",
+  "errors.ts",
   "net/loggable-url.ts",
 ];
 

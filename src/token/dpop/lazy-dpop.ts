@@ -5,7 +5,7 @@
  * BP_ERR_DPOP_KEY naming `dpop.keyFile`, and the next fetch tries again (the file may be fixed).
  */
 import type { DpopSpec } from "../../config/types.js";
-import { BearerProxyError } from "../../errors.js";
+import { BearerProxyError, errorMessage } from "../../errors.js";
 import type { Clock } from "../clock.js";
 import type { Dpop } from "./index.js";
 
@@ -80,7 +80,7 @@ export function createLazyDpop(spec: DpopSpec, options: LazyDpopOptions = {}): L
 
 /** The loader's messages name `dpop.keyFile` and the problem, never the key's bytes. */
 function dpopKeyError(spec: DpopSpec, error: unknown): BearerProxyError {
-  const reason = error instanceof Error ? error.message : String(error);
+  const reason = errorMessage(error);
   const what =
     spec.keyFile === undefined
       ? `cannot make an ephemeral ${spec.algorithm ?? "ES256"} DPoP key (${reason})`
