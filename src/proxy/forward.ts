@@ -715,33 +715,36 @@ export class Exchange implements Dispatcher.DispatchHandler {
    * the attempts and resend waits returned here.
    */
   switchedProtocols(statusCode: number): Required<Pick<ExchangeOutcome, "attempts" | "waitedMs">> {
-    const counts = { attempts: this.attempts, waitedMs: this.waitedMs };
-    if (this.finished) return counts;
-    this.finished = true;
-    clearTimeout(this.queueTimer);
-    clearTimeout(this.drainTimer);
-    const attempt = this.attempt;
-    this.attempt = undefined;
+    this.attemptStatus = statusCode;
     // 101 exists in HTTP/1.1 only (RFC 9113 §8.6), and upgrades never go over HTTP/2.
-    attempt?.end(statusCode, undefined, "1.1");
-    return counts;
+    this.finish(undefined, "1.1");
+    return { attempts: this.attempts, waitedMs: this.waitedMs };
   }
 
   /** Ends the current attempt's span (an attempt retried or replayed ends before the next). */
-  private endAttempt(errorCode: string | undefined): void {
+  private endAttempt(
+    errorCode: string | undefined,
+    protocolVersion = this.o.upstream.http2 ? undefined : "1.1",
+  ): void {
     const attempt = this.attempt;
     if (!attempt) return;
     this.attempt = undefined;
-    attempt.end(this.attemptStatus, errorCode, this.o.upstream.http2 ? undefined : "1.1");
+    attempt.end(this.attemptStatus, errorCode, protocolVersion);
   }
 
-  private done(outcome: Omit<ExchangeOutcome, "replayed" | "bytesOut">): void {
-    if (this.finished) return;
+  /** Marks the exchange finished: its attempt's span ended, its timers stopped. False if it was. */
+  private finish(errorCode: string | undefined, protocolVersion?: string): boolean {
+    if (this.finished) return false;
     this.finished = true;
-    this.endAttempt(outcome.errorCode);
+    this.endAttempt(errorCode, protocolVersion);
     clearTimeout(this.queueTimer);
     clearTimeout(this.drainTimer);
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    return true;
+  }
+
+  private done(outcome: Omit<ExchangeOutcome, "replayed" | "bytesOut">): void {
+    if (!this.finish(outcome.errorCode)) return;
     // A literal of one fixed shape: spreading `outcome` here cost ~4% of a small GET's CPU.
     this.o.onDone({
       status: outcome.status,
