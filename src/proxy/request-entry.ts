@@ -17,9 +17,9 @@ import { ExchangeStage } from "./pipeline/exchange-stage.js";
 import { GuardStage } from "./pipeline/guard-stage.js";
 import { PacingStage } from "./pipeline/pacing-stage.js";
 import { Pipeline, type Stage } from "./pipeline/pipeline.js";
-import { ProxiedRequest, type RequestContext } from "./pipeline/proxied-request.js";
 import { RouteStage } from "./pipeline/route-stage.js";
 import { TokenStage } from "./pipeline/token-stage.js";
+import { ProxiedRequest, type RequestContext } from "./proxied-request.js";
 import type { RequestRecorder } from "./request-log.js";
 import type { RouteTable } from "./routing/route-table.js";
 

@@ -26,8 +26,8 @@ import { ExchangeStage } from "./pipeline/exchange-stage.js";
 import { GuardStage } from "./pipeline/guard-stage.js";
 import { PacingStage } from "./pipeline/pacing-stage.js";
 import { type Flow, Pipeline, type Stage } from "./pipeline/pipeline.js";
-import { ProxiedRequest, type RequestContext } from "./pipeline/proxied-request.js";
 import { RouteStage } from "./pipeline/route-stage.js";
+import { ProxiedRequest, type RequestContext } from "./proxied-request.js";
 import { type EntryDeps, stagesAfterRoute } from "./request-entry.js";
 import type { Route } from "./routing/route.js";
 import {

@@ -20,15 +20,11 @@ import type { Dispatcher } from "undici";
 import type { ProxyErrorCode } from "../../errors.js";
 import type { RawHeaders } from "../../net/raw-headers.js";
 import type { AccessToken } from "../../token/types.js";
-import type { ProxiedRequest } from "../pipeline/proxied-request.js";
+import { CredentialError } from "../credential.js";
+import type { ProxiedRequest } from "../proxied-request.js";
 import { type MappedProxyError, mapUpstreamError } from "../proxy-errors.js";
 import type { Route } from "../routing/route.js";
-import { CredentialError } from "./credential.js";
 import type { AttemptHandler } from "./layer.js";
-import type { PacingLayer } from "./pacing-layer.js";
-import type { ResponseRelay } from "./response-relay.js";
-import type { RetryLayer } from "./retry-layer.js";
-import type { SpanLayer } from "./span-layer.js";
 
 /** How an exchange ended, for the request's access line. */
 export interface ExchangeEnd {
@@ -38,15 +34,32 @@ export interface ExchangeEnd {
   cause: unknown;
 }
 
-/** What the layers built around an exchange (see exchange-stage.ts). */
+/**
+ * What the exchange asks of the layers built around it (exchange-stage.ts composes them); the
+ * layers know the exchange, the exchange only these roles.
+ */
 export interface ExchangeLayers {
   /** The outermost layer: every attempt's callbacks go here. */
   head: AttemptHandler;
-  span: SpanLayer | undefined;
-  pacing: PacingLayer | undefined;
-  retry: RetryLayer | undefined;
-  /** The innermost layer: the client's answer. */
-  relay: ResponseRelay;
+  /** Each attempt's span (span-layer.ts); undefined with tracing off. */
+  span: AttemptSpans | undefined;
+  /** The pacer's turn for a resend (pacing-layer.ts); undefined without pacing. */
+  pacing: ResendTurns | undefined;
+  /** A pending retry's backoff (retry-layer.ts). */
+  retry: { cancel(): void } | undefined;
+  /** The innermost layer: the client's answer (response-relay.ts). */
+  relay: { readonly bytesOut: number; stop(): void };
+}
+
+export interface AttemptSpans {
+  /** A new attempt goes out: its span starts, its `traceparent` is written into `headers`. */
+  beginAttempt(headers: string[], resendCount: number): void;
+  endAttempt(errorCode: string | undefined, protocolVersion?: string): void;
+}
+
+export interface ResendTurns {
+  /** Calls `exchange.attempt()` once the pacer gives it a turn (within `waitMs`), else `noTurn`. */
+  takeTurn(exchange: Exchange, waitMs: number | undefined, noTurn: () => void): void;
 }
 
 /** How a layer wants the request sent again. */

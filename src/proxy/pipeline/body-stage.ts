@@ -6,6 +6,7 @@
  */
 import type { LimitsConfig } from "../../config/types.js";
 import type { ProxyErrorCode } from "../../errors.js";
+import type { ProxiedRequest } from "../proxied-request.js";
 import {
   type BodyReadLimits,
   ClientBodyError,
@@ -14,7 +15,6 @@ import {
   streamBody,
 } from "../request-body.js";
 import type { Flow, Stage } from "./pipeline.js";
-import type { ProxiedRequest } from "./proxied-request.js";
 
 /** What the client is told when its body fails a limit. */
 const BODY_FAILURE_CODE = {

@@ -5,8 +5,8 @@
  * nothing of a refused request.
  */
 import type { CallerGate, GateVerdict } from "../../callers/caller-gate.js";
+import type { ProxiedRequest } from "../proxied-request.js";
 import type { Flow, Stage } from "./pipeline.js";
-import type { ProxiedRequest } from "./proxied-request.js";
 
 export class CallerStage implements Stage {
   readonly name = "caller gate";

@@ -13,8 +13,8 @@ import { ResponseRelay, type SwitchingProtocols } from "../exchange/response-rel
 import { RetryLayer } from "../exchange/retry-layer.js";
 import { SpanLayer } from "../exchange/span-layer.js";
 import { TokenReplayLayer } from "../exchange/token-replay-layer.js";
+import type { ProxiedRequest } from "../proxied-request.js";
 import type { Flow, Stage } from "./pipeline.js";
-import type { ProxiedRequest } from "./proxied-request.js";
 
 export class ExchangeStage implements Stage {
   readonly name = "exchange";

@@ -5,10 +5,10 @@
  * the connection's bytes: its answer closes the connection.
  */
 import type { LimitsConfig } from "../../config/types.js";
+import type { ProxiedRequest } from "../proxied-request.js";
 import { checkRequest } from "../request-guards.js";
 import type { RouteTable } from "../routing/route-table.js";
 import type { Flow, Stage } from "./pipeline.js";
-import type { ProxiedRequest } from "./proxied-request.js";
 
 /** RFC 9110 §10.1.1: the only expectation defined. */
 const CONTINUE = /^100-continue$/i;

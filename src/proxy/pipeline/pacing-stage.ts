@@ -8,8 +8,8 @@
 import type { ProxyErrorCode } from "../../errors.js";
 import { budgetKey, type GateRefusal, type PacedRequest, passGate } from "../pacing/gate.js";
 import type { UpstreamPacing } from "../pacing/upstream-pacing.js";
+import type { ProxiedRequest } from "../proxied-request.js";
 import type { Flow, Stage } from "./pipeline.js";
-import type { ProxiedRequest } from "./proxied-request.js";
 
 export class PacingStage implements Stage {
   readonly name = "pacing turn";

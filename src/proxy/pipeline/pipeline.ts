@@ -10,7 +10,7 @@
  * closure per stage (the request carries its position).
  */
 import type { Logger } from "../../observability/logger.js";
-import type { ProxiedRequest } from "./proxied-request.js";
+import type { ProxiedRequest } from "../proxied-request.js";
 
 /** What a stage may do with a request besides answering it. */
 export interface Flow {

@@ -5,12 +5,12 @@
  * of it is read, when its declared length is over the limit).
  */
 import type { LimitsConfig } from "../../config/types.js";
+import type { ProxiedRequest } from "../proxied-request.js";
 import { planBody } from "../request-body.js";
 import type { Route } from "../routing/route.js";
 import type { RouteTable } from "../routing/route-table.js";
 import { upstreamPath } from "../routing/router.js";
 import type { Flow, Stage } from "./pipeline.js";
-import type { ProxiedRequest } from "./proxied-request.js";
 
 /**
  * Said by a way in before a routed request is counted for its upstream: false when it answered

@@ -3,9 +3,10 @@
  * by `token.waitTimeout`, ended by a hang-up). The wait is a span of the request's trace: "where
  * did the time go" often ends here.
  */
+
+import type { ProxiedRequest } from "../proxied-request.js";
 import { mapUpstreamError } from "../proxy-errors.js";
 import type { Flow, Stage } from "./pipeline.js";
-import type { ProxiedRequest } from "./proxied-request.js";
 
 export class TokenStage implements Stage {
   readonly name = "token";

@@ -8,15 +8,15 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
-import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../../errors.js";
-import type { ServerSpan, Tracing } from "../../observability/tracing.js";
-import type { AccessToken } from "../../token/types.js";
-import type { CredentialSlots } from "../exchange/credential.js";
-import { type MappedProxyError, sendProxyError } from "../proxy-errors.js";
-import type { BodyPlan } from "../request-body.js";
-import type { AcceptedTarget } from "../request-guards.js";
-import type { RequestRecorder } from "../request-log.js";
-import type { Route } from "../routing/route.js";
+import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
+import type { ServerSpan, Tracing } from "../observability/tracing.js";
+import type { AccessToken } from "../token/types.js";
+import type { CredentialSlots } from "./credential.js";
+import { type MappedProxyError, sendProxyError } from "./proxy-errors.js";
+import type { BodyPlan } from "./request-body.js";
+import type { AcceptedTarget } from "./request-guards.js";
+import type { RequestRecorder } from "./request-log.js";
+import type { Route } from "./routing/route.js";
 
 /** Label used when a request was refused before it reached an upstream. */
 export const NO_UPSTREAM = "none";
