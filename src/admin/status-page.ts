@@ -227,15 +227,15 @@ function renderDetail(u: UpstreamDetail, link: Link, report: StatusReport): stri
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([cls, n]) => `${cls}: ${n}`)
     .join(", ");
-  const refusalsByCode: Record<string, number> = {};
-  const errorCodes = Object.entries(r.errorsByCode)
-    .filter(([code, n]) => {
-      if (isPolicyRefusal(code)) refusalsByCode[code] = n;
-      return !isPolicyRefusal(code);
-    })
+  // Policy refusals are counted among the proxy's answers but shown apart: they are no errors.
+  const byCode = Object.entries(r.errorsByCode);
+  const errorCodes = byCode
+    .filter(([code]) => !isPolicyRefusal(code))
     .map(([code, n]) => `${code}: ${n}`)
     .join(", ");
-  const refused = refusalCodes(refusalsByCode);
+  const refused = refusalCodes(
+    Object.fromEntries(byCode.filter(([code]) => isPolicyRefusal(code))),
+  );
   const shared = report.sharedTokenCache !== undefined || t.sharedCacheHits > 0;
   const rows: [string, string][] = [
     ["Base URL", escapeHtml(u.baseUrl)],
