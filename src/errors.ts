@@ -64,6 +64,25 @@ export const PROXY_ERROR_STATUS = {
 
 export type ProxyErrorCode = keyof typeof PROXY_ERROR_STATUS;
 
+/**
+ * Answers that are the gateway's policy at work, not trouble: a caller that an upstream's `allow`
+ * list refused (407, 403, and 429 after repeated bad credentials) or its `rateLimit` paced (429).
+ * /status and its page count them apart from errors, so an upstream is not listed as a problem
+ * for doing what it was configured to do. `caller_keys_unavailable` is not one (the gateway
+ * could not check a credential), nor `upstream_rate_limited` (the upstream asked to slow down).
+ */
+export const POLICY_REFUSAL_CODES: ReadonlySet<string> = new Set<ProxyErrorCode>([
+  "caller_unauthenticated",
+  "caller_not_allowed",
+  "caller_throttled",
+  "rate_limited",
+]);
+
+/** True for a code the gateway answers by policy (POLICY_REFUSAL_CODES). */
+export function isPolicyRefusal(code: string): boolean {
+  return POLICY_REFUSAL_CODES.has(code);
+}
+
 /** Internal error codes; each maps to the public code used when it reaches a client. */
 export const ERROR_CODES = {
   BP_ERR_CONFIG_INVALID: "internal_error",

@@ -124,7 +124,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
         nowWallMs: deps.now(),
         nowMs: deps.monotonicNow(),
         metrics: deps.metrics,
-        sharedCacheState: undefined,
+        sharedCacheState: deps.sharedCacheState?.(),
         display,
       },
       snapshot,
@@ -158,8 +158,26 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
     return reply.type("text/html; charset=utf-8").send(renderStatusFragment(body, detail));
   });
 
+  // One upstream: the page with its detail open for a browser (a link to share), the JSON for
+  // API clients (no Accept, */*, application/json) exactly as before.
   app.get("/status/upstreams/:name", async (request, reply) => {
-    const detail = await detailOf((request.params as { name?: unknown }).name);
+    reply.header("vary", "accept");
+    const name = (request.params as { name?: unknown }).name;
+    if (wantsHtml(request)) {
+      const [body, detail] = await Promise.all([report(request, true), detailOf(name)]);
+      pageHeaders(reply);
+      return reply
+        .code(detail ? 200 : 404)
+        .type("text/html; charset=utf-8")
+        .send(
+          renderStatusPage(
+            body,
+            detail,
+            detail ? undefined : `No upstream is named ${JSON.stringify(String(name))}.`,
+          ),
+        );
+    }
+    const detail = await detailOf(name);
     if (!detail) {
       return reply.code(404).send({
         error: { code: "not_found", message: "no upstream of that name" },

@@ -13,7 +13,10 @@ export interface Metrics {
   requestsInFlight: Gauge<"upstream">;
   errorsTotal: Counter<"upstream" | "code">;
   replaysTotal: Counter<"upstream">;
+  /** Token endpoint requests only: a token read from the shared cache is not one. */
   tokenFetchesTotal: Counter<"upstream" | "outcome">;
+  /** Tokens taken from the shared Redis cache (`tokenCache.redis`) instead of a request. */
+  tokenSharedCacheHitsTotal: Counter<"upstream">;
   tokenFetchDurationSeconds: Histogram<"upstream">;
   tokenExpiryTimestampSeconds: Gauge<"upstream">;
   redisUp: Gauge;
@@ -88,8 +91,14 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     }),
     tokenFetchesTotal: new Counter({
       name: "bearer_proxy_token_fetches_total",
-      help: "Token endpoint requests, by upstream and outcome (success or an error code).",
+      help: "Token endpoint requests, by upstream and outcome (success or an error code); tokens taken from the shared Redis cache are counted in bearer_proxy_token_shared_cache_hits_total instead.",
       labelNames: ["upstream", "outcome"],
+      registers,
+    }),
+    tokenSharedCacheHitsTotal: new Counter({
+      name: "bearer_proxy_token_shared_cache_hits_total",
+      help: "Tokens taken from the shared Redis cache (tokenCache.redis) instead of a token endpoint request, by upstream: another replica (or this one before a restart) had fetched them.",
+      labelNames: ["upstream"],
       registers,
     }),
     tokenFetchDurationSeconds: new Histogram({
