@@ -61,6 +61,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const { logger } = deps;
   const metrics = deps.metrics ?? createMetrics();
   const lifecycle = createLifecycle();
+  metrics.watchWaiting(() => lifecycle.waiting.waiting);
   const sources = buildTokenSources(config, { logger, metrics, tracing: deps.tracing });
   const callerSources = buildCallerSources({ logger, metrics });
   // Built now, not on first use: an unreadable CA or key file fails the start, not a request.

@@ -54,6 +54,8 @@ export interface AdminServerDeps {
   currentUpstreams?: () => readonly UpstreamConfig[];
   /** The readiness policy now (a reload may change it); default `config.readiness`. */
   currentReadiness?: () => ProxyConfig["readiness"];
+  /** The limits now (a reload may change them); default `config.limits`. */
+  currentLimits?: () => ProxyConfig["limits"];
   /** The last configuration reload, shown on /status. */
   lastReload?: () => LastReload | undefined;
   /** Recent refusals by `upstreams[].allow`, shown on /status. */
@@ -164,6 +166,7 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     lastReload: deps.lastReload,
     callerDenials: deps.callerDenials,
     currentReadiness: deps.currentReadiness,
+    currentLimits: deps.currentLimits ?? (() => deps.config.limits),
   });
 
   let quitting = false;

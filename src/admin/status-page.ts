@@ -54,6 +54,15 @@ const READINESS_REASONS: Readonly<Record<string, string>> = {
   "several-clients": "default for several credentials",
 };
 
+/** Requests waiting for a pacing turn, shown while some wait or once places were refused. */
+function waitingMeta(waiting: StatusReport["waiting"]): string {
+  if (waiting === undefined) return "";
+  const refused = waiting.refused.maxWaiting + waiting.refused.maxWaitingPerCaller;
+  if (waiting.requests === 0 && refused === 0) return "";
+  const text = `waiting <b>${waiting.requests}</b> / ${waiting.maxWaiting}${refused > 0 ? `, ${refused} refused a place` : ""}`;
+  return `<span class="meta">${text}</span>\n`;
+}
+
 /**
  * Render the whole document: header, search form, then the live part. `notice`: a line above
  * it (e.g. that the upstream a link named does not exist).
@@ -81,7 +90,7 @@ export function renderStatusPage(
 <span class="meta" id="ready-badge">${badge(report.ready ? "ready" : "not ready")}</span>
 <span class="meta">readiness requires tokens: <b>${escapeHtml(report.readiness.requireTokens)}</b> (${escapeHtml(READINESS_REASONS[report.readiness.chosenBy] ?? report.readiness.chosenBy)})</span>
 <span class="meta">up ${escapeHtml(formatSeconds(report.uptimeSeconds))}</span>
-${report.sharedTokenCache ? `<span class="meta">redis token cache ${badge(report.sharedTokenCache.state)}</span>\n` : ""}</header>
+${report.sharedTokenCache ? `<span class="meta">redis token cache ${badge(report.sharedTokenCache.state)}</span>\n` : ""}${waitingMeta(report.waiting)}</header>
 <form id="filters" method="get" action="/status" role="search">
 <input type="hidden" name="upstream" value="${escapeHtml(detail?.name ?? "")}">
 <label>Search <input type="search" name="q" value="${escapeHtml(p.q)}" placeholder="name or base URL" autocomplete="off" spellcheck="false"></label>

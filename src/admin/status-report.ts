@@ -17,7 +17,7 @@ import { tokenNotSharedReason } from "../token/shared-token-source.js";
 import type { TokenMode } from "../token/token-registry.js";
 import type { TokenOrigin, TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
-import type { RateLimitStatus } from "./status-pacing.js";
+import type { RateLimitStatus, WaitingStatus } from "./status-pacing.js";
 import {
   applyStatusQuery,
   isProblem,
@@ -186,6 +186,8 @@ export interface StatusReport {
   lastReload?: LastReload;
   /** Recent refusals by `upstreams[].allow` (newest first); absent when there were none. */
   callerDenials?: Denial[];
+  /** Requests waiting for a pacing turn or a pause, and the places refused (`limits.maxWaiting`). */
+  waiting?: WaitingStatus;
   summary: StatusSummary;
   /** The query as understood, and where this page sits among the matching upstreams. */
   page: {
@@ -251,6 +253,7 @@ export interface StatusInput {
   sharedCacheState?: string | undefined;
   lastReload?: LastReload | undefined;
   callerDenials?: Denial[] | undefined;
+  waiting?: WaitingStatus | undefined;
   query: StatusQuery;
   /** The display cache (createDisplayCache); a fresh one when absent. */
   display?: (config: UpstreamConfig) => UpstreamDisplay;
@@ -284,6 +287,7 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
       : { sharedTokenCache: { kind: "redis" as const, state: input.sharedCacheState } }),
     ...(input.lastReload ? { lastReload: input.lastReload } : {}),
     ...(input.callerDenials?.length ? { callerDenials: input.callerDenials } : {}),
+    ...(input.waiting ? { waiting: input.waiting } : {}),
     summary: summarize(rows, input, counts),
     page: {
       q: input.query.q,

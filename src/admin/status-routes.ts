@@ -6,7 +6,7 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Denial } from "../callers/denial-log.js";
-import type { ReadinessConfig } from "../config/types.js";
+import type { LimitsConfig, ReadinessConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
 import {
@@ -18,6 +18,7 @@ import {
 import { type Scrubber, scrubDeep } from "./redact.js";
 import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
 import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
+import { waitingStatus } from "./status-pacing.js";
 import {
   renderStatusFragment,
   renderStatusPage,
@@ -63,6 +64,8 @@ export interface StatusRoutesDeps {
   lastReload?: (() => LastReload | undefined) | undefined;
   /** Recent refusals by `upstreams[].allow`, newest first. */
   callerDenials?: (() => Denial[]) | undefined;
+  /** The limits in force now (a reload may change them), for the waiting room's bounds. */
+  currentLimits: () => LimitsConfig;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
@@ -108,6 +111,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       sharedCacheState: deps.sharedCacheState?.(),
       lastReload: deps.lastReload?.(),
       callerDenials: deps.callerDenials?.(),
+      waiting: waitingStatus(deps.lifecycle.waiting.state(), deps.currentLimits()),
       query,
       display,
     });

@@ -93,6 +93,7 @@ export function buildAdminServer(
     callerDenials: () => deps.callerSources.denials.recent(),
     rateLimitStatus: (name: string) => live.generation.pacing.statusOf(name),
     currentReadiness: () => live.generation.config.readiness,
+    currentLimits: () => live.generation.config.limits,
     lifecycle: deps.lifecycle,
     metrics: deps.metrics,
     logger: deps.logger,

@@ -43,6 +43,8 @@ export const DEFAULTS = {
     maxInFlight: 4096,
     maxUpgrades: 1024,
     sustainedOverload: "10s",
+    maxWaiting: 10_000,
+    maxWaitingPerCaller: 1_000,
   },
   shutdown: { drainDelay: "5s", timeout: "30s" },
   callers: { kubernetes: { audiences: ["bearer-proxy"] as readonly string[] } },
@@ -77,7 +79,15 @@ export const DEFAULTS = {
     },
     upgrades: ["websocket"] as readonly string[],
     http2: false,
-    rateLimit: { per: "1s", burst: 0, by: "upstream", scope: "local", wait: "10s" } as const,
+    rateLimit: {
+      per: "1s",
+      burst: 0,
+      by: "upstream",
+      scope: "local",
+      wait: "10s",
+      pauseScope: "upstream",
+      maxPause: "60s",
+    } as const,
     retry: { attempts: 1, on: ["connect", "reset"] as const, budget: "20%" },
     token: {
       defaultExpiresIn: "600s",
@@ -151,6 +161,8 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
       maxInFlight: limits.maxInFlight ?? D.limits.maxInFlight,
       maxUpgrades: limits.maxUpgrades ?? D.limits.maxUpgrades,
       sustainedOverloadMs: parseDurationMs(limits.sustainedOverload ?? D.limits.sustainedOverload),
+      maxWaiting: limits.maxWaiting ?? D.limits.maxWaiting,
+      maxWaitingPerCaller: limits.maxWaitingPerCaller ?? D.limits.maxWaitingPerCaller,
     },
     shutdown: {
       drainDelayMs: parseDurationMs(shutdown.drainDelay ?? D.shutdown.drainDelay),
@@ -287,13 +299,21 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
     upgrades: (u.upgrades ?? D.upgrades).map((name) => name.toLowerCase()),
     http2: u.http2 ?? D.http2,
     allow: u.allow?.map((rule) => ({ ...rule }) as AllowRule),
-    rateLimit: u.rateLimit && {
-      requests: u.rateLimit.requests,
-      perMs: parseDurationMs(u.rateLimit.per ?? D.rateLimit.per),
-      burst: u.rateLimit.burst ?? D.rateLimit.burst,
-      by: u.rateLimit.by ?? D.rateLimit.by,
-      scope: u.rateLimit.scope ?? D.rateLimit.scope,
-      waitMs: parseDurationMs(u.rateLimit.wait ?? D.rateLimit.wait),
+    rateLimit:
+      u.rateLimit?.requests === undefined
+        ? undefined
+        : {
+            requests: u.rateLimit.requests,
+            perMs: parseDurationMs(u.rateLimit.per ?? D.rateLimit.per),
+            burst: u.rateLimit.burst ?? D.rateLimit.burst,
+            by: u.rateLimit.by ?? D.rateLimit.by,
+            scope: u.rateLimit.scope ?? D.rateLimit.scope,
+            waitMs: parseDurationMs(u.rateLimit.wait ?? D.rateLimit.wait),
+          },
+    pause: {
+      scope: u.rateLimit?.pauseScope ?? D.rateLimit.pauseScope,
+      maxPauseMs: parseDurationMs(u.rateLimit?.maxPause ?? D.rateLimit.maxPause),
+      waitMs: parseDurationMs(u.rateLimit?.wait ?? D.rateLimit.wait),
     },
     retry: {
       attempts: u.retry?.attempts ?? D.retry.attempts,

@@ -155,11 +155,17 @@ export const DpopSettings = T.Object(
   { additionalProperties: false },
 );
 
-/** `upstreams[].rateLimit`: requests paced evenly (GCRA) before they reach the upstream. */
+/**
+ * `upstreams[].rateLimit`: requests paced evenly (GCRA) before they reach the upstream, and how
+ * the upstream's own "slow down" (a 429 or 503 with Retry-After) holds them.
+ */
 export const RateLimitSettings = T.Object(
   {
-    /** Requests allowed per `per`; at least 1. */
-    requests: T.Integer({ minimum: 1 }),
+    /**
+     * Requests allowed per `per`; at least 1. Without it there is no limit of our own: only
+     * `pauseScope`, `maxPause` and `wait` may be given (how the upstream's pauses hold requests).
+     */
+    requests: T.Optional(T.Integer({ minimum: 1 })),
     /** The period of `requests`. Default "1s". */
     per: T.Optional(Duration),
     /** Extra requests that may go at once beyond even spacing. Default 0 (strictly even). */
@@ -170,6 +176,16 @@ export const RateLimitSettings = T.Object(
     scope: T.Optional(T.Union([T.Literal("local"), T.Literal("shared")])),
     /** Longest a request over the limit waits for its turn (in arrival order); 0 answers 429 at once. Default "10s". */
     wait: T.Optional(Duration),
+    /**
+     * Who an upstream's Retry-After (on a 429 or 503) pauses: `upstream`, this entry alone;
+     * `credential`, every entry spending this entry's credential at its origin. Default "upstream".
+     */
+    pauseScope: T.Optional(T.Union([T.Literal("upstream"), T.Literal("credential")])),
+    /**
+     * Longest pause one Retry-After can impose (a longer one is cut to it); whole seconds, as
+     * Retry-After counts; "0s": answers never pause this entry. Default "60s".
+     */
+    maxPause: T.Optional(Duration),
   },
   { additionalProperties: false },
 );
@@ -447,6 +463,16 @@ export const Limits = T.Object(
     maxUpgrades: T.Optional(T.Integer({ minimum: 0 })),
     /** /readyz fails once requests have been refused over `maxInFlight` this long. Default "10s". */
     sustainedOverload: T.Optional(Duration),
+    /**
+     * Most requests waiting for a pacing turn or an upstream's pause, all together (they are not
+     * in `maxInFlight`). Default 10000; beyond: 429 `rate_limited` at once.
+     */
+    maxWaiting: T.Optional(T.Integer({ minimum: 1 })),
+    /**
+     * Most requests of one caller (the identity an `allow` rule established, else the peer
+     * address) waiting, over every upstream and budget. Default 1000; beyond: 429 `rate_limited`.
+     */
+    maxWaitingPerCaller: T.Optional(T.Integer({ minimum: 1 })),
   },
   { additionalProperties: false },
 );

@@ -99,13 +99,23 @@ export interface DpopSpec {
   algorithm: "ES256" | "PS256" | "RS256" | "EdDSA" | undefined;
 }
 
-/** `upstreams[].rateLimit` (schema.ts `RateLimitSettings`). */
+/** `upstreams[].rateLimit` with `requests` (schema.ts `RateLimitSettings`): our own limit. */
 export interface RateLimitConfig {
   requests: number;
   perMs: number;
   burst: number;
   by: "upstream" | "caller";
   scope: "local" | "shared";
+  waitMs: number;
+}
+
+/** How an upstream's "slow down" (429/503 with Retry-After) holds its requests (`rateLimit.pauseScope` …). */
+export interface PauseConfig {
+  /** `upstream`: the answer pauses this entry; `credential`: every entry spending its credential at its origin. */
+  scope: "upstream" | "credential";
+  /** Longest pause one answer imposes (0: none). */
+  maxPauseMs: number;
+  /** Longest a request waits out a pause (`rateLimit.wait`). */
   waitMs: number;
 }
 
@@ -167,6 +177,8 @@ export interface UpstreamConfig {
   allow: readonly AllowRule[] | undefined;
   /** Pacing; undefined: none. */
   rateLimit: RateLimitConfig | undefined;
+  /** The upstream's own pauses (every upstream has them, with or without `rateLimit`). */
+  pause: PauseConfig;
   retry: RetryConfig;
 }
 
@@ -237,6 +249,10 @@ export interface LimitsConfig {
   maxInFlight: number;
   /** Upgraded connections open at once, incl. those awaiting the 101 (0: no limit). */
   maxUpgrades: number;
+  /** Requests waiting for a pacing turn or a pause, all together (not in maxInFlight). */
+  maxWaiting: number;
+  /** Requests of one caller waiting, over every upstream. */
+  maxWaitingPerCaller: number;
   /** Refusing over maxInFlight this long makes /readyz fail. */
   sustainedOverloadMs: number;
 }

@@ -31,8 +31,12 @@ export interface Metrics {
   rateLimitWaitSeconds: Histogram<"upstream">;
   /** Requests sent again after a failure (`upstreams[].retry`), by reason. */
   retriesTotal: Counter<"upstream" | "reason">;
+  /** Requests waiting for a pacing turn or a pause, all upstreams (`limits.maxWaiting`). */
+  waitingRequests: Gauge;
   /** Where `rateLimitQueueDepth` reads from: waiting requests by upstream, at each scrape. */
   watchRateLimitQueues(source: () => Iterable<readonly [string, number]>): void;
+  /** Where `waitingRequests` reads from, at each scrape. */
+  watchWaiting(source: () => number): void;
   /** The last 15 minutes of request and error counts, for the status page (not exported). */
   requestRates: RequestRates;
 }
@@ -56,6 +60,7 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
   if (options.collectProcessMetrics !== false) collectDefaultMetrics({ register: registry });
   const registers = [registry];
   let queueDepths: (() => Iterable<readonly [string, number]>) | undefined;
+  let waiting: (() => number) | undefined;
   return {
     registry,
     requestsTotal: new Counter({
@@ -138,7 +143,7 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     }),
     rateLimitedTotal: new Counter({
       name: "bearer_proxy_rate_limited_total",
-      help: "Pacing (upstreams[].rateLimit), by upstream and reason: limit (answered 429 rate_limited), paused (answered 429 upstream_rate_limited during the upstream's pause), upstream_429 and upstream_503 (the upstream answered with Retry-After and paused its traffic).",
+      help: "Pacing (upstreams[].rateLimit), by upstream and reason: limit (answered 429 rate_limited), paused (answered 429 upstream_rate_limited during the upstream's pause), max_waiting and max_waiting_per_caller (answered 429 rate_limited: no place among the waiting, limits.maxWaiting / maxWaitingPerCaller), upstream_429 and upstream_503 (the upstream answered with Retry-After and paused its traffic).",
       labelNames: ["upstream", "reason"],
       registers,
     }),
@@ -166,8 +171,19 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       labelNames: ["upstream", "reason"],
       registers,
     }),
+    waitingRequests: new Gauge({
+      name: "bearer_proxy_waiting_requests",
+      help: "Requests waiting for a pacing turn or an upstream's pause, over every upstream (out of limits.maxInFlight while they wait; bounded by limits.maxWaiting).",
+      registers,
+      collect() {
+        if (waiting !== undefined) this.set(waiting());
+      },
+    }),
     watchRateLimitQueues(source) {
       queueDepths = source;
+    },
+    watchWaiting(source) {
+      waiting = source;
     },
     requestRates: createRequestRates(),
   };

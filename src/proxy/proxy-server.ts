@@ -145,6 +145,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       accessLog,
       serveAsRequest: handler,
       upgradeLoad: deps.lifecycle.upgrades,
+      waitingRoom: deps.lifecycle.waiting,
     });
     return { handler, upgrades };
   };

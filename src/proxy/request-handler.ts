@@ -17,7 +17,7 @@ import type { AccessLog } from "./access-log.js";
 import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
 import { createPipelineQueue } from "./pipeline-queue.js";
 import { type AnswerContext, RequestAnswer } from "./request-answer.js";
-import { dispatchRequest } from "./request-dispatch.js";
+import { type DispatchDeps, dispatchRequest } from "./request-dispatch.js";
 import { createRequestRecorder } from "./request-log.js";
 import { createRequestPlanner, type ForwardPlan } from "./request-plan.js";
 
@@ -58,6 +58,12 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   });
   let inFlight = 0;
   let closing = false;
+  // What dispatching needs besides these deps: the load a waiting request leaves, and the room.
+  const dispatchDeps: DispatchDeps = {
+    ...deps,
+    load: lifecycle.load,
+    waiting: { room: lifecycle.waiting, limits: deps.limits },
+  };
 
   const pipeline = createPipelineQueue(handle, deps.limits.maxPipelinedRequests);
   const context: AnswerContext = {
@@ -90,7 +96,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
         return;
       }
       const verdict = deps.callerGate?.check(plan.route.config.name, req);
-      if (verdict === undefined) dispatchRequest(answer, plan, deps);
+      if (verdict === undefined) dispatchRequest(answer, plan, dispatchDeps);
       else if (verdict instanceof Promise) {
         // A credential not seen lately: bcrypt or a JWKS lookup runs first.
         void verdict.then((settled) => admit(answer, plan, settled));
@@ -108,7 +114,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     if (answer.finished) return; // the client left while its credential was checked
     answer.caller = verdict.caller;
     if (verdict.allowed) {
-      dispatchRequest(answer, plan, deps);
+      dispatchRequest(answer, plan, dispatchDeps);
       return;
     }
     answer.fail(verdict.code, verdict.message, {

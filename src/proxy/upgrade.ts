@@ -36,8 +36,9 @@ import type { AccessLog } from "./access-log.js";
 import { type Exchange, startExchange } from "./forward.js";
 import { createHeaderInjector, type HeaderInjector } from "./inject-headers.js";
 import type { ProcessLoad } from "./overload.js";
-import { budgetKey, passGate } from "./pacing/gate.js";
+import { budgetKey, passGate, type WaitingPlaces } from "./pacing/gate.js";
 import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
+import type { WaitingRoom } from "./pacing/waiting-room.js";
 import { mapUpstreamError, sendProxyError } from "./proxy-errors.js";
 import { type AcceptedTarget, checkRequest } from "./request-guards.js";
 import { createRequestRecorder } from "./request-log.js";
@@ -70,6 +71,8 @@ export interface UpgradeHandlerDeps {
   serveAsRequest(req: IncomingMessage, res: ServerResponse): void;
   /** Upgrades open over every listener, bounded by `limits.maxUpgrades`. */
   upgradeLoad: ProcessLoad;
+  /** Where a handshake waits for its pacing turn, out of `upgradeLoad` (`limits.maxWaiting`). */
+  waitingRoom: WaitingRoom;
   /** Who may use which upstream; undefined: everyone. */
   callerGate?: CallerGate | undefined;
   /** Request and upstream-attempt spans, as for plain requests; default: off. */
@@ -132,6 +135,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
   const isKnownHost = (authority: string) => router.isKnownHost(authority);
   const relays = new Set<UpgradeRelay>();
   let waiting = 0;
+  const waitingPlaces: WaitingPlaces = { room: deps.waitingRoom, limits: deps.limits };
 
   const handler = ((req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const client = socket as Socket;
@@ -484,9 +488,33 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
             get finished() {
               return finished;
             },
+            caller,
+            peer: client,
             waitSignal() {
               abortWait ??= new AbortController();
               return abortWait.signal;
+            },
+            leaveLoad() {
+              if (!admitted) return;
+              admitted = false;
+              deps.upgradeLoad.leave();
+              deps.metrics.upgradesOpen.dec();
+            },
+            resumeLoad() {
+              // Unlike a plain request's, its slot is not given back whatever the load: an
+              // upgraded connection lives for minutes, and maxUpgrades is all that bounds them.
+              if (finished) return false;
+              admitted = deps.upgradeLoad.tryEnter(deps.limits.maxUpgrades);
+              if (!admitted) {
+                fail(
+                  "too_many_upgrades",
+                  `the proxy holds limits.maxUpgrades (${deps.limits.maxUpgrades}) upgraded connections already`,
+                  { retryAfterSeconds: 1 },
+                );
+                return false;
+              }
+              deps.metrics.upgradesOpen.inc();
+              return true;
             },
             afterWait() {
               current = tokens.peekToken() ?? current;
@@ -502,6 +530,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
           },
           pacing,
           budgetKey(pacing, caller, client),
+          waitingPlaces,
         );
       };
 

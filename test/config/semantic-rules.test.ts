@@ -347,3 +347,37 @@ describe("maxResponseHeaderSize (issue 15)", () => {
     expect(defaults.config.upstreams[0]?.maxResponseHeaderSizeBytes).toBe(64 * 1024);
   });
 });
+
+describe("rateLimit pauses (issue 30 item 4)", () => {
+  it("takes pauseScope, maxPause and wait without a limit of its own", async () => {
+    const { config } = await loadConfigWithWarnings({
+      configText: oneUpstream("rateLimit: { pauseScope: credential, maxPause: 2m, wait: 30s }"),
+      env: {},
+    });
+    const api = config.upstreams[0]!;
+    expect(api.rateLimit).toBeUndefined();
+    expect(api.pause).toEqual({ scope: "credential", maxPauseMs: 120_000, waitMs: 30_000 });
+  });
+
+  it("refuses a limit's settings without requests", async () => {
+    expect(await messages(oneUpstream("rateLimit: { per: 1s, by: caller }"))).toEqual([
+      "upstreams[0] (api).rateLimit.per: expected rateLimit.requests beside per: without requests there is no limit to shape (only pauseScope, maxPause and wait apply) (line 6)",
+      "upstreams[0] (api).rateLimit.by: expected rateLimit.requests beside by: without requests there is no limit to shape (only pauseScope, maxPause and wait apply) (line 6)",
+    ]);
+  });
+
+  it("refuses a maxPause that is not whole seconds, which a Retry-After could not honour", async () => {
+    expect(await messages(oneUpstream("rateLimit: { requests: 5, maxPause: 1500ms }"))).toEqual([
+      'upstreams[0] (api).rateLimit.maxPause: expected whole seconds such as "60s" (or "0s": never pause), found "1500ms": Retry-After counts in seconds, and a refusal\'s Retry-After must not exceed maxPause (line 6)',
+    ]);
+  });
+
+  it("refuses an unknown pauseScope and a maxWaiting below 1", async () => {
+    const found = await messages(
+      `limits: { maxWaiting: 0 }\n${oneUpstream("rateLimit: { pauseScope: origin }")}`,
+    );
+    expect(found).toHaveLength(2);
+    expect(found[0]).toContain("limits.maxWaiting");
+    expect(found[1]).toContain("upstreams[0] (api).rateLimit.pauseScope");
+  });
+});
