@@ -44,6 +44,7 @@ export const DEFAULTS = {
     maxUpgrades: 1024,
     sustainedOverload: "10s",
   },
+  paths: { mergeSlashes: true, escapedSlashes: "reject" },
   shutdown: { drainDelay: "5s", timeout: "30s" },
   callers: { kubernetes: { audiences: ["bearer-proxy"] as readonly string[] } },
   tokenCache: {
@@ -151,6 +152,10 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
       maxInFlight: limits.maxInFlight ?? D.limits.maxInFlight,
       maxUpgrades: limits.maxUpgrades ?? D.limits.maxUpgrades,
       sustainedOverloadMs: parseDurationMs(limits.sustainedOverload ?? D.limits.sustainedOverload),
+    },
+    paths: {
+      mergeSlashes: file.paths?.mergeSlashes ?? D.paths.mergeSlashes,
+      escapedSlashes: file.paths?.escapedSlashes ?? D.paths.escapedSlashes,
     },
     shutdown: {
       drainDelayMs: parseDurationMs(shutdown.drainDelay ?? D.shutdown.drainDelay),
