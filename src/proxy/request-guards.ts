@@ -8,7 +8,7 @@
 import type { IncomingMessage } from "node:http";
 import type { LimitsConfig, PathsConfig } from "../config/types.js";
 import type { ProxyErrorCode } from "../errors.js";
-import { ESCAPED_SLASH, normalizePath } from "./path-normalization.js";
+import { ESCAPED_SLASH, normalizePath } from "../net/path-normalization.js";
 
 /** A request the guards accepted: where it goes and what to send. */
 export interface AcceptedTarget {

@@ -8,7 +8,7 @@ import {
   ESCAPED_SLASH,
   MALFORMED_ESCAPE,
   normalizePath,
-} from "../../src/proxy/path-normalization.js";
+} from "../../src/net/path-normalization.js";
 
 const REJECT: PathsConfig = { mergeSlashes: true, escapedSlashes: "reject" };
 const UNESCAPE: PathsConfig = { mergeSlashes: true, escapedSlashes: "unescape" };

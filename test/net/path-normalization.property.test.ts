@@ -7,7 +7,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { PathsConfig } from "../../src/config/types.js";
-import { ESCAPED_SLASH, normalizePath } from "../../src/proxy/path-normalization.js";
+import { ESCAPED_SLASH, normalizePath } from "../../src/net/path-normalization.js";
 import { hasUnsafePathSegment } from "../../src/proxy/request-guards.js";
 
 const PIECE = fc.constantFrom(

@@ -1,6 +1,6 @@
 /**
- * One canonical form of a request path, made once at the door (request-guards.ts) so that the
- * path the route matched, `allow` admitted, the pacer counted and the access log wrote is the
+ * One canonical form of a request path, made once at the door (src/proxy/request-guards.ts) so
+^ * that the path the route matched, `allow` admitted, the pacer counted and the access log wrote is the
  * path the upstream receives. A router matching raw bytes while the upstream decodes them is the
  * classic path-rule bypass (Istio CVE-2021-31920: `/%61dmin`, `/admin%2fx`, `//admin` walking
  * around a rule on `/admin/`); Envoy answers it with `normalize_path`, `merge_slashes` and
@@ -14,7 +14,7 @@
  * - a `%` not followed by two hex digits is refused: readers disagree about it, and decoding
  *   around it could forge an escape (`%%32%66` → `%2f`).
  * Only the path: the query string is never touched. Dot-segments and backslashes are refused
- * before this runs (request-guards.ts `hasUnsafePathSegment`); nothing here can create one.
+ * before this runs (src/proxy/request-guards.ts `hasUnsafePathSegment`); nothing here can create one.
  *
  * The result is a fixed point (normalizing it again changes nothing). A path with no `%` and no
  * `//` — nearly every real request — is returned as it came, after two `indexOf` scans.
