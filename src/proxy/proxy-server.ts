@@ -5,7 +5,7 @@
  * Why not fastify + @fastify/http-proxy on this path (fastify serves the admin listener):
  * - speed: reply-from costs ~40% of throughput against a minimal undici forwarder on small GETs;
  * - safety: reply-from turns upstream certificate verification off by default with undici;
- * - control it doesn't give: the bounded 401-replay buffer, byte-exact paths, exact hop-by-hop and
+ * - control it doesn't give: the bounded 401-replay buffer, exact paths, exact hop-by-hop and
  *   credential header handling, and framing checks on the raw request (RFC 9112);
  * - the early-answer collapse: undici drops the connection when the upstream answers while a
  *   body is still streaming; we buffer bodies up to replayBodyLimit and dispatch a Buffer, so the
