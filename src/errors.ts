@@ -14,6 +14,8 @@
 /** Codes a client can see in `bearer-proxy-error` and the JSON body, with their HTTP status. */
 export const PROXY_ERROR_STATUS = {
   bad_request: 400,
+  /** An encoded slash (`%2F`) in the path with `paths.escapedSlashes: reject`. */
+  ambiguous_path: 400,
   host_not_allowed: 403,
   /** A caller (or address) that no rule of the upstream's `allow` list admits. */
   caller_not_allowed: 403,

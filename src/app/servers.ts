@@ -64,7 +64,7 @@ export function buildProxyServers(
       );
       groups.forEach((group, index) => {
         const upstreams = nextGroups.get(listenerKey(group.listen)) ?? [];
-        servers[index]!.replaceRouting(next.routingFor(upstreams), next.config.limits);
+        servers[index]!.replaceRouting(next.routingFor(upstreams), next.config);
       });
     },
     retiredInFlight: () => servers.reduce((sum, proxy) => sum + proxy.retiredInFlight(), 0),

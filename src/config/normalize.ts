@@ -46,6 +46,7 @@ export const DEFAULTS = {
     maxWaiting: 10_000,
     maxWaitingPerCaller: 1_000,
   },
+  paths: { mergeSlashes: true, escapedSlashes: "reject" },
   shutdown: { drainDelay: "5s", timeout: "30s" },
   callers: { kubernetes: { audiences: ["bearer-proxy"] as readonly string[] } },
   tokenCache: {
@@ -163,6 +164,10 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
       sustainedOverloadMs: parseDurationMs(limits.sustainedOverload ?? D.limits.sustainedOverload),
       maxWaiting: limits.maxWaiting ?? D.limits.maxWaiting,
       maxWaitingPerCaller: limits.maxWaitingPerCaller ?? D.limits.maxWaitingPerCaller,
+    },
+    paths: {
+      mergeSlashes: file.paths?.mergeSlashes ?? D.paths.mergeSlashes,
+      escapedSlashes: file.paths?.escapedSlashes ?? D.paths.escapedSlashes,
     },
     shutdown: {
       drainDelayMs: parseDurationMs(shutdown.drainDelay ?? D.shutdown.drainDelay),

@@ -477,6 +477,28 @@ export const Limits = T.Object(
   { additionalProperties: false },
 );
 
+/**
+ * How request paths are normalized, once, before routing, `allow`, pacing, the access log and
+ * forwarding (the upstream receives the normalized path). Percent-encoded unreserved characters
+ * (ALPHA DIGIT `-._~`) are always decoded and other percent-encodings written in uppercase hex
+ * (RFC 3986 §6.2.2); dot-segments and backslashes are refused in every mode.
+ */
+export const Paths = T.Object(
+  {
+    /** Merge repeated slashes (`//admin` → `/admin`). Default true. */
+    mergeSlashes: T.Optional(T.Boolean()),
+    /**
+     * An encoded slash (`%2F`, `%2f`): `reject` (400 `ambiguous_path`, nothing forwarded),
+     * `unescape` (decoded to `/`, then routed and forwarded decoded) or `keep` (routed and
+     * forwarded as `%2F`). Default "reject".
+     */
+    escapedSlashes: T.Optional(
+      T.Union([T.Literal("reject"), T.Literal("unescape"), T.Literal("keep")]),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const Shutdown = T.Object(
   {
     /** After SIGTERM, keep serving (with /readyz failing) this long before closing the listener. Default "5s". */
@@ -597,6 +619,8 @@ export const ConfigFile = T.Object(
     /** Send token and API requests through this HTTP proxy. HTTP_PROXY/HTTPS_PROXY are ignored otherwise. */
     egressProxy: T.Optional(T.String({ pattern: "^https?://" })),
     limits: T.Optional(Limits),
+    /** Request path normalization before routing (see `Paths`). */
+    paths: T.Optional(Paths),
     shutdown: T.Optional(Shutdown),
     tokenCache: T.Optional(TokenCache),
     /**

@@ -257,6 +257,15 @@ export interface LimitsConfig {
   sustainedOverloadMs: number;
 }
 
+/** What an encoded slash (`%2F`) in a request path becomes (schema.ts `Paths`). */
+export type EscapedSlashes = "reject" | "unescape" | "keep";
+
+/** `paths` (schema.ts `Paths`): how request paths are normalized before routing. */
+export interface PathsConfig {
+  mergeSlashes: boolean;
+  escapedSlashes: EscapedSlashes;
+}
+
 /** Redis behind Sentinel (tokenCache.redis.sentinel). */
 export interface RedisSentinelConfig {
   masterName: string;
@@ -299,6 +308,7 @@ export interface ProxyConfig {
   };
   egressProxy: string | undefined;
   limits: LimitsConfig;
+  paths: PathsConfig;
   shutdown: { drainDelayMs: number; timeoutMs: number };
   tokenCache: { redis: RedisCacheConfig | undefined; maxSources: number; eagerLimit: number };
   readiness: ReadinessConfig;

@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Dispatcher } from "undici";
 import type { CallerGate, GateVerdict } from "../callers/caller-gate.js";
-import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
+import type { LimitsConfig, PathsConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -23,6 +23,8 @@ import { createRequestPlanner, type ForwardPlan } from "./request-plan.js";
 
 export interface RequestHandlerDeps {
   limits: LimitsConfig;
+  /** How request paths are normalized before routing (request-guards.ts). */
+  paths: PathsConfig;
   /** The upstreams served on this listener. */
   upstreams: readonly UpstreamConfig[];
   /** Called per request (cheap lookups expected): the registry may evict idle sources. */
@@ -53,7 +55,7 @@ export interface RequestHandler {
 
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const { lifecycle } = deps;
-  const planner = createRequestPlanner(deps.limits, deps.upstreams, {
+  const planner = createRequestPlanner(deps.limits, deps.paths, deps.upstreams, {
     dropTraceContext: deps.tracing?.enabled,
   });
   let inFlight = 0;

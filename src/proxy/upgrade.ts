@@ -26,7 +26,7 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { CallerGate, GateVerdict } from "../callers/caller-gate.js";
-import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
+import type { LimitsConfig, PathsConfig, UpstreamConfig } from "../config/types.js";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -59,6 +59,8 @@ import {
 
 export interface UpgradeHandlerDeps {
   limits: LimitsConfig;
+  /** How request paths are normalized (the guards do it, as for plain requests). */
+  paths: PathsConfig;
   /** The upstreams served on this listener. */
   upstreams: readonly UpstreamConfig[];
   tokenFor(upstreamName: string): TokenProvider;
@@ -266,7 +268,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
     }
 
     function proceed(): void {
-      const guard = checkRequest(req, deps.limits, isKnownHost);
+      const guard = checkRequest(req, deps.limits, deps.paths, isKnownHost);
       if (guard.kind === "reject") {
         fail(guard.code, guard.message, { headers: guard.headers });
         return;

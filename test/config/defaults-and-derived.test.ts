@@ -41,6 +41,7 @@ describe("defaults", () => {
         maxWaiting: 10_000,
         maxWaitingPerCaller: 1_000,
       },
+      paths: { mergeSlashes: true, escapedSlashes: "reject" },
       shutdown: { drainDelayMs: 5_000, timeoutMs: 30_000 },
       tokenCache: { redis: undefined, maxSources: 20_000, eagerLimit: 100 },
       callers: { basic: undefined, kubernetes: undefined },
