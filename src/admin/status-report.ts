@@ -8,6 +8,7 @@
  */
 import { summarizeAllowRule } from "../callers/allow.js";
 import type { Denial } from "../callers/denial-log.js";
+import type { CallersStatus } from "../callers/types.js";
 import type { ClientAuthMethod, ReadinessConfig, UpstreamConfig } from "../config/types.js";
 import type { LifecyclePhase } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -155,6 +156,8 @@ export interface StatusReport {
   lastReload?: LastReload;
   /** Recent refusals by `upstreams[].allow` (newest first); absent when there were none. */
   callerDenials?: Denial[];
+  /** The users file, password check queue and blocked addresses; absent when no rule names callers. */
+  callers?: CallersStatus;
   summary: StatusSummary;
   /** The query as understood, and where this page sits among the matching upstreams. */
   page: {
@@ -220,6 +223,7 @@ export interface StatusInput {
   sharedCacheState?: string | undefined;
   lastReload?: LastReload | undefined;
   callerDenials?: Denial[] | undefined;
+  callers?: CallersStatus | undefined;
   query: StatusQuery;
   /** The display cache (createDisplayCache); a fresh one when absent. */
   display?: (config: UpstreamConfig) => UpstreamDisplay;
@@ -253,6 +257,7 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
       : { sharedTokenCache: { kind: "redis" as const, state: input.sharedCacheState } }),
     ...(input.lastReload ? { lastReload: input.lastReload } : {}),
     ...(input.callerDenials?.length ? { callerDenials: input.callerDenials } : {}),
+    ...(input.callers ? { callers: input.callers } : {}),
     summary: summarize(rows, input),
     page: {
       q: input.query.q,

@@ -6,6 +6,7 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Denial } from "../callers/denial-log.js";
+import type { CallersStatus } from "../callers/types.js";
 import type { ReadinessConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -63,6 +64,8 @@ export interface StatusRoutesDeps {
   lastReload?: (() => LastReload | undefined) | undefined;
   /** Recent refusals by `upstreams[].allow`, newest first. */
   callerDenials?: (() => Denial[]) | undefined;
+  /** The users file, password check queue and blocked addresses. */
+  callersStatus?: (() => CallersStatus | undefined) | undefined;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
@@ -108,6 +111,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       sharedCacheState: deps.sharedCacheState?.(),
       lastReload: deps.lastReload?.(),
       callerDenials: deps.callerDenials?.(),
+      callers: deps.callersStatus?.(),
       query,
       display,
     });
