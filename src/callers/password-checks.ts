@@ -58,6 +58,11 @@ export interface PasswordChecksOptions {
   warn?: ((message: string, detail: Record<string, unknown>) => void) | undefined;
 }
 
+/** What this room uses of `@node-rs/bcrypt`: its compare on libuv's thread pool. */
+export interface NativeBcrypt {
+  verify(password: string, hash: string): Promise<boolean>;
+}
+
 /** The compare this process uses, and where it runs. */
 export interface LoadedCompare {
   compare: BcryptCompare;
@@ -71,11 +76,12 @@ export interface LoadedCompare {
  * optional dependency); else bcryptjs on the event loop, as before — slower for everyone under
  * attack, but still bounded by the throttle and the queue.
  */
-export function loadBcryptCompare(): LoadedCompare {
+export function loadBcryptCompare(
+  loadNative: () => NativeBcrypt = () =>
+    createRequire(import.meta.url)("@node-rs/bcrypt") as NativeBcrypt,
+): LoadedCompare {
   try {
-    const native = createRequire(import.meta.url)("@node-rs/bcrypt") as {
-      verify(password: string, hash: string): Promise<boolean>;
-    };
+    const native = loadNative();
     return { compare: (password, hash) => native.verify(password, hash), runsOn: "thread-pool" };
   } catch (error) {
     return {
@@ -138,10 +144,21 @@ export function createPasswordChecks(options: PasswordChecksOptions = {}): Passw
     } catch (error) {
       result = Promise.reject(error);
     }
-    result.then(job.resolve, job.reject).finally(() => {
+    // The slot is free (and the next check started) before the waiter hears its answer.
+    const finish = () => {
       running -= 1;
       drain();
-    });
+    };
+    result.then(
+      (matches) => {
+        finish();
+        job.resolve(matches);
+      },
+      (error: unknown) => {
+        finish();
+        job.reject(error);
+      },
+    );
   }
 
   function drain(): void {
