@@ -101,6 +101,8 @@ describe("an emptied users file keeps the users last loaded", () => {
       expect(file).toMatchObject({ users: 2, stale: true, generation: 0 });
       expect(Date.parse(file?.staleSince ?? "")).toBeGreaterThan(0);
       expect(file?.problem).toMatch(/defines no user|expected user:hash/);
+      const page = await adminText(gateway.adminUrl, "/status?format=html");
+      expect(page).toMatch(/users file <span class="badge b-stale">stale<\/span> 2 users/);
     },
   );
 
@@ -120,5 +122,7 @@ describe("an emptied users file keeps the users last loaded", () => {
     const file = await usersFileStatus();
     expect(file).toMatchObject({ users: 1, stale: false, generation: 1 });
     expect(file).not.toHaveProperty("staleSince");
+    const page = await adminText(gateway.adminUrl, "/status?format=html");
+    expect(page).toMatch(/users file <span class="badge b-loaded">loaded<\/span> 1 user</);
   });
 });
