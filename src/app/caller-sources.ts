@@ -36,8 +36,13 @@ function namesCallers(config: ProxyConfig): boolean {
   return config.upstreams.some((u) => rulesNameCallers(u.allow));
 }
 
-export function buildCallerSources(deps: { logger: Logger; metrics: Metrics }): CallerSources {
-  const throttle = createFailureThrottle();
+export function buildCallerSources(deps: {
+  logger: Logger;
+  metrics: Metrics;
+  /** The throttle's monotonic clock; default performance.now. */
+  now?: (() => number) | undefined;
+}): CallerSources {
+  const throttle = createFailureThrottle({ now: deps.now });
   const proofs = createConnectionProofs({ now: throttle.now });
   const denials = createDenialLog();
   const authenticators = new Map<string, Promise<CallerAuthenticator>>();

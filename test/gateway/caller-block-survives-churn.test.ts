@@ -17,6 +17,9 @@ import { createTestPki } from "../helpers/tls.js";
  * other addresses evicted a blocked address and unblocked it. Blocks now live in a table of their
  * own that churn cannot reach: after failures from 10,050 other addresses (each a new entry in
  * the table of counts), the blocked address is still refused, even with the right password.
+ *
+ * The throttle's clock stands still during the churn: on a loaded machine 10,050 connections may
+ * take longer than the block's minute, and the block ending on time is not what is tested here.
  */
 
 const CRON = { user: "reporting-cron", password: "cron-Pw9xQ" };
@@ -27,11 +30,15 @@ describe("a blocked address survives churn of other addresses", () => {
   let emulator: Emulator;
   let gateway: AppUnderTest;
   let billing: string;
+  /** performance.now, or the moment it was held at. */
+  let heldAt: number | undefined;
+  const throttleClock = () => heldAt ?? performance.now();
 
   beforeAll(async () => {
     const pki = await createTestPki();
     emulator = await startTlsEmulator(pki);
     gateway = await startAppUnderTest({
+      throttleClock,
       caPem: pki.caPem,
       files: { "callers.htpasswd": htpasswdFile({ [CRON.user]: CRON.password }) },
       config: {
@@ -54,6 +61,7 @@ describe("a blocked address survives churn of other addresses", () => {
       expect((await get(GUESSER, basicHeader(CRON.user, `guess-${i}`))).status).toBe(407);
     }
     expect((await get(GUESSER, basicHeader(CRON.user, CRON.password))).status).toBe(429);
+    heldAt = performance.now();
 
     // A cheap failure (no bcrypt: the credential is not base64) from each of 10,050 addresses
     // in 127.1.0.0/16, 32 connections at a time.
@@ -80,5 +88,6 @@ describe("a blocked address survives churn of other addresses", () => {
       callers?: { blockedAddresses: number };
     };
     expect(status.callers?.blockedAddresses).toBe(1);
-  }, 180_000);
+    heldAt = undefined;
+  }, 300_000);
 });
