@@ -28,7 +28,10 @@ export const PROXY_ERROR_STATUS = {
   uri_too_long: 414,
   /** An `Expect` other than `100-continue` (RFC 9110 §10.1.1). */
   expectation_failed: 417,
-  /** Too many failed `Proxy-Authorization` attempts from this address lately. */
+  /**
+   * Too many failed `Proxy-Authorization` attempts from this address lately (a verification in
+   * flight counts as one until it ends).
+   */
   caller_throttled: 429,
   /** `upstreams[].rateLimit`: the request's turn would come after `rateLimit.wait` (or the queue is full). */
   rate_limited: 429,
@@ -53,6 +56,12 @@ export const PROXY_ERROR_STATUS = {
    * would ask for other credentials. With `Retry-After`.
    */
   caller_keys_unavailable: 503,
+  /**
+   * A Basic credential that could not be checked now: `callers.basic.maxConcurrentChecks`
+   * password checks run and `maxQueuedChecks` wait already. Not 407 (the password may be good)
+   * and not counted toward `caller_throttled`. With `Retry-After: 1`.
+   */
+  caller_checks_busy: 503,
   shutting_down: 503,
   /** No pooled upstream connection came free within `timeouts.queue`. */
   upstream_busy: 503,

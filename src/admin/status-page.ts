@@ -90,7 +90,7 @@ export function renderStatusPage(
 <span class="meta" id="ready-badge">${badge(report.ready ? "ready" : "not ready")}</span>
 <span class="meta">readiness requires tokens: <b>${escapeHtml(report.readiness.requireTokens)}</b> (${escapeHtml(READINESS_REASONS[report.readiness.chosenBy] ?? report.readiness.chosenBy)})</span>
 <span class="meta">up ${escapeHtml(formatSeconds(report.uptimeSeconds))}</span>
-${report.sharedTokenCache ? `<span class="meta">redis token cache ${badge(report.sharedTokenCache.state)}</span>\n` : ""}${waitingMeta(report.waiting)}</header>
+${report.sharedTokenCache ? `<span class="meta">redis token cache ${badge(report.sharedTokenCache.state)}</span>\n` : ""}${waitingMeta(report.waiting)}${renderCallersMeta(report.callers)}</header>
 <form id="filters" method="get" action="/status" role="search">
 <input type="hidden" name="upstream" value="${escapeHtml(detail?.name ?? "")}">
 <label>Search <input type="search" name="q" value="${escapeHtml(p.q)}" placeholder="name or base URL" autocomplete="off" spellcheck="false"></label>
@@ -372,6 +372,32 @@ function options(choices: readonly [string, string][], selected: string): string
         `<option value="${escapeHtml(value)}"${value === selected ? " selected" : ""}>${escapeHtml(label)}</option>`,
     )
     .join("");
+}
+
+/** The callers room in the header: the users file (stale while refused), checks, blocks. */
+function renderCallersMeta(callers: StatusReport["callers"]): string {
+  if (!callers) return "";
+  const parts: string[] = [];
+  const file = callers.usersFile;
+  if (file) {
+    const why =
+      file.stale && file.problem
+        ? ` <span class="muted">${escapeHtml(truncate(file.problem, 120))}</span>`
+        : "";
+    parts.push(
+      `<span class="meta" id="users-file">users file ${badge(file.stale ? "stale" : "loaded")} ${file.users} user${file.users === 1 ? "" : "s"}${why}</span>`,
+    );
+  }
+  const checks = callers.passwordChecks;
+  if (checks) {
+    parts.push(
+      `<span class="meta">password checks ${checks.running} running, ${checks.queued} waiting (at most ${checks.maxConcurrent} / ${checks.maxQueued})</span>`,
+    );
+  }
+  if (callers.blockedAddresses > 0) {
+    parts.push(`<span class="meta">blocked addresses <b>${callers.blockedAddresses}</b></span>`);
+  }
+  return parts.map((part) => `${part}\n`).join("");
 }
 
 function badge(label: string): string {

@@ -8,6 +8,7 @@
  */
 import { summarizeAllowRule } from "../callers/allow.js";
 import type { Denial } from "../callers/denial-log.js";
+import type { CallersStatus } from "../callers/types.js";
 import type { ClientAuthMethod, ReadinessConfig, UpstreamConfig } from "../config/types.js";
 import { isPolicyRefusal } from "../errors.js";
 import type { LifecyclePhase } from "../lifecycle.js";
@@ -188,6 +189,8 @@ export interface StatusReport {
   callerDenials?: Denial[];
   /** Requests waiting for a pacing turn or a pause, and the places refused (`limits.maxWaiting`). */
   waiting?: WaitingStatus;
+  /** The users file, password check queue and blocked addresses; absent when no rule names callers. */
+  callers?: CallersStatus;
   summary: StatusSummary;
   /** The query as understood, and where this page sits among the matching upstreams. */
   page: {
@@ -254,6 +257,7 @@ export interface StatusInput {
   lastReload?: LastReload | undefined;
   callerDenials?: Denial[] | undefined;
   waiting?: WaitingStatus | undefined;
+  callers?: CallersStatus | undefined;
   query: StatusQuery;
   /** The display cache (createDisplayCache); a fresh one when absent. */
   display?: (config: UpstreamConfig) => UpstreamDisplay;
@@ -288,6 +292,7 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
     ...(input.lastReload ? { lastReload: input.lastReload } : {}),
     ...(input.callerDenials?.length ? { callerDenials: input.callerDenials } : {}),
     ...(input.waiting ? { waiting: input.waiting } : {}),
+    ...(input.callers ? { callers: input.callers } : {}),
     summary: summarize(rows, input, counts),
     page: {
       q: input.query.q,

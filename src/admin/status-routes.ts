@@ -6,6 +6,7 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Denial } from "../callers/denial-log.js";
+import type { CallersStatus } from "../callers/types.js";
 import type { LimitsConfig, ReadinessConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -66,6 +67,8 @@ export interface StatusRoutesDeps {
   callerDenials?: (() => Denial[]) | undefined;
   /** The limits in force now (a reload may change them), for the waiting room's bounds. */
   currentLimits: () => LimitsConfig;
+  /** The users file, password check queue and blocked addresses. */
+  callersStatus?: (() => CallersStatus | undefined) | undefined;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
@@ -112,6 +115,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       lastReload: deps.lastReload?.(),
       callerDenials: deps.callerDenials?.(),
       waiting: waitingStatus(deps.lifecycle.waiting.state(), deps.currentLimits()),
+      callers: deps.callersStatus?.(),
       query,
       display,
     });

@@ -91,6 +91,7 @@ export function buildAdminServer(
     tokenMode: (name: string) => live.generation.tokens.modeOf(name),
     lastReload: deps.lastReload,
     callerDenials: () => deps.callerSources.denials.recent(),
+    callersStatus: () => deps.callerSources.status(),
     rateLimitStatus: (name: string) => live.generation.pacing.statusOf(name),
     currentReadiness: () => live.generation.config.readiness,
     currentLimits: () => live.generation.config.limits,

@@ -3,6 +3,7 @@
  * applied, durations in ms, sizes in bytes, file paths absolute, header names lowercase, token
  * URLs and version headers derived.
  */
+import { availableParallelism } from "node:os";
 import { isAbsolute, resolve } from "node:path";
 import { DEFAULT_API_VERSION, KNOWN_API_VERSIONS, resolveApiVersion } from "./api-versions.js";
 import { type IssuePath, toPointer } from "./issues.js";
@@ -48,7 +49,11 @@ export const DEFAULTS = {
   },
   paths: { mergeSlashes: true, escapedSlashes: "reject" },
   shutdown: { drainDelay: "5s", timeout: "30s" },
-  callers: { kubernetes: { audiences: ["bearer-proxy"] as readonly string[] } },
+  callers: {
+    /** `maxConcurrentChecks` defaults to {@link defaultMaxConcurrentChecks} (the machine's cores). */
+    basic: { maxQueuedChecks: 100 },
+    kubernetes: { audiences: ["bearer-proxy"] as readonly string[] },
+  },
   tokenCache: {
     maxSources: 20_000,
     eagerLimit: 100,
@@ -103,6 +108,14 @@ export const DEFAULTS = {
     },
   },
 } as const;
+
+/**
+ * `callers.basic.maxConcurrentChecks` when unset: one less than the cores this process may use,
+ * at least 1, so a flood of password checks leaves a core to the event loop that serves everyone.
+ */
+export function defaultMaxConcurrentChecks(cores = availableParallelism()): number {
+  return Math.max(1, cores - 1);
+}
 
 /** Where relative paths are resolved from, and which values came from env/flags. */
 export interface PathContext {
@@ -202,6 +215,8 @@ function callersConfig(given: ConfigFile["callers"], ctx: PathContext): CallersC
   return {
     basic: basic && {
       usersFile: resolveFilePath(["callers", "basic", "usersFile"], basic.usersFile, ctx),
+      maxConcurrentChecks: basic.maxConcurrentChecks ?? defaultMaxConcurrentChecks(),
+      maxQueuedChecks: basic.maxQueuedChecks ?? DEFAULTS.callers.basic.maxQueuedChecks,
     },
     kubernetes: k8s && {
       issuer: k8s.issuer,

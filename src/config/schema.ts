@@ -240,6 +240,10 @@ export const Callers = T.Object(
         {
           /** htpasswd file of bcrypt hashes (`htpasswd -B`: $2y$, $2a$, $2b$); re-read when it changes. */
           usersFile: T.String({ minLength: 1 }),
+          /** Password checks (bcrypt) running at once in the process, off the event loop. Default: one less than the CPU cores, at least 1. */
+          maxConcurrentChecks: T.Optional(T.Integer({ minimum: 1, maximum: 1024 })),
+          /** Password checks waiting for a free slot; beyond, 503 `caller_checks_busy` with Retry-After: 1. Default 100. */
+          maxQueuedChecks: T.Optional(T.Integer({ minimum: 0, maximum: 100_000 })),
         },
         { additionalProperties: false },
       ),

@@ -197,6 +197,14 @@ export type AllowRule =
 export interface BasicCallersConfig {
   /** Absolute path of the htpasswd file (`htpasswd -B`: bcrypt hashes only); re-read on change. */
   usersFile: string;
+  /**
+   * Password checks (bcrypt, on libuv's thread pool) running at once in the process. Default:
+   * one less than the CPU cores (`os.availableParallelism()`), at least 1 — the event loop keeps
+   * a core. At most `UV_THREADPOOL_SIZE` − 1 run whatever this says.
+   */
+  maxConcurrentChecks: number;
+  /** Checks waiting for a slot; beyond, 503 `caller_checks_busy`. Default 100. */
+  maxQueuedChecks: number;
 }
 
 /** `callers.kubernetes`: projected service-account tokens verified against the cluster's JWKS. */

@@ -23,6 +23,12 @@ export interface Metrics {
   configReloadsTotal: Counter<"outcome">;
   upgradesOpen: Gauge;
   callerDeniedTotal: Counter<"upstream" | "reason">;
+  /** bcrypt password checks started (issue 30: a burst from one address starts at most 10). */
+  callerPasswordChecksTotal: Counter;
+  /** Password checks waiting for a slot, read from the check queue at scrape. */
+  callerPasswordChecksWaiting: Gauge;
+  /** Where `callerPasswordChecksWaiting` reads from. */
+  watchPasswordChecks(source: () => number): void;
   /** Requests the pacing gate refused, and the upstream's own "slow down" answers (issue 26). */
   rateLimitedTotal: Counter<"upstream" | "reason">;
   /** Requests waiting for their turn, read from the pacers at scrape (see watchRateLimitQueues). */
@@ -61,6 +67,7 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
   const registers = [registry];
   let queueDepths: (() => Iterable<readonly [string, number]>) | undefined;
   let waiting: (() => number) | undefined;
+  let checksWaiting: (() => number) | undefined;
   return {
     registry,
     requestsTotal: new Counter({
@@ -137,9 +144,22 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     }),
     callerDeniedTotal: new Counter({
       name: "bearer_proxy_caller_denied_total",
-      help: "Requests refused by an upstream's allow list, by upstream and reason (no_credential, invalid_credential, not_allowed, throttled, keys_unavailable).",
+      help: "Requests refused by an upstream's allow list, by upstream and reason (no_credential, invalid_credential, not_allowed, throttled, keys_unavailable, checks_busy).",
       labelNames: ["upstream", "reason"],
       registers,
+    }),
+    callerPasswordChecksTotal: new Counter({
+      name: "bearer_proxy_caller_password_checks_total",
+      help: "bcrypt password checks started for callers.basic (each one costs a thread-pool thread ~70 ms at cost 10).",
+      registers,
+    }),
+    callerPasswordChecksWaiting: new Gauge({
+      name: "bearer_proxy_caller_password_checks_waiting",
+      help: "Password checks waiting for a free slot (callers.basic.maxConcurrentChecks), at most callers.basic.maxQueuedChecks.",
+      registers,
+      collect() {
+        this.set(checksWaiting?.() ?? 0);
+      },
     }),
     rateLimitedTotal: new Counter({
       name: "bearer_proxy_rate_limited_total",
@@ -184,6 +204,9 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     },
     watchWaiting(source) {
       waiting = source;
+    },
+    watchPasswordChecks(source) {
+      checksWaiting = source;
     },
     requestRates: createRequestRates(),
   };

@@ -40,8 +40,8 @@ table{border-collapse:collapse;width:100%}
 .sparks{display:flex;gap:16px;flex-wrap:wrap}
 .sparks .label{display:block;color:#57606a;font-size:12px}
 .badge{display:inline-block;border-radius:10px;padding:1px 9px;color:#fff;font-size:12px;font-weight:600;background:#57606a}
-.b-valid,.b-running,.b-ready,.b-up{background:#1a7f37}
-.b-degraded,.b-draining{background:#9a6700}
+.b-valid,.b-running,.b-ready,.b-up,.b-loaded{background:#1a7f37}
+.b-degraded,.b-draining,.b-stale{background:#9a6700}
 .b-fetching,.b-starting,.b-connecting{background:#0969da}
 .b-failed,.b-not-ready,.b-down{background:#cf222e}
 .b-idle,.b-closed,.b-stopped{background:#57606a}
