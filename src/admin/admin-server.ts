@@ -6,6 +6,7 @@
 
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Denial } from "../callers/denial-log.js";
+import type { CallersStatus } from "../callers/types.js";
 import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
@@ -54,10 +55,14 @@ export interface AdminServerDeps {
   currentUpstreams?: () => readonly UpstreamConfig[];
   /** The readiness policy now (a reload may change it); default `config.readiness`. */
   currentReadiness?: () => ProxyConfig["readiness"];
+  /** The limits now (a reload may change them); default `config.limits`. */
+  currentLimits?: () => ProxyConfig["limits"];
   /** The last configuration reload, shown on /status. */
   lastReload?: () => LastReload | undefined;
   /** Recent refusals by `upstreams[].allow`, shown on /status. */
   callerDenials?: () => Denial[];
+  /** The callers room's state (users file, password checks, blocks), shown on /status. */
+  callersStatus?: () => CallersStatus | undefined;
   /** An upstream's pacing (limit, queue, pause, retry budget) for /status; undefined: none. */
   rateLimitStatus?: (upstreamName: string) => RateLimitStatus | undefined;
 }
@@ -163,7 +168,9 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     sharedCacheState: deps.sharedCacheState,
     lastReload: deps.lastReload,
     callerDenials: deps.callerDenials,
+    callersStatus: deps.callersStatus,
     currentReadiness: deps.currentReadiness,
+    currentLimits: deps.currentLimits ?? (() => deps.config.limits),
   });
 
   let quitting = false;

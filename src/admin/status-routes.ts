@@ -6,7 +6,8 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Denial } from "../callers/denial-log.js";
-import type { ReadinessConfig } from "../config/types.js";
+import type { CallersStatus } from "../callers/types.js";
+import type { LimitsConfig, ReadinessConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
 import {
@@ -18,6 +19,7 @@ import {
 import { type Scrubber, scrubDeep } from "./redact.js";
 import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
 import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
+import { waitingStatus } from "./status-pacing.js";
 import {
   renderStatusFragment,
   renderStatusPage,
@@ -63,6 +65,10 @@ export interface StatusRoutesDeps {
   lastReload?: (() => LastReload | undefined) | undefined;
   /** Recent refusals by `upstreams[].allow`, newest first. */
   callerDenials?: (() => Denial[]) | undefined;
+  /** The limits in force now (a reload may change them), for the waiting room's bounds. */
+  currentLimits: () => LimitsConfig;
+  /** The users file, password check queue and blocked addresses. */
+  callersStatus?: (() => CallersStatus | undefined) | undefined;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
@@ -108,6 +114,8 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       sharedCacheState: deps.sharedCacheState?.(),
       lastReload: deps.lastReload?.(),
       callerDenials: deps.callerDenials?.(),
+      waiting: waitingStatus(deps.lifecycle.waiting.state(), deps.currentLimits()),
+      callers: deps.callersStatus?.(),
       query,
       display,
     });
@@ -124,7 +132,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
         nowWallMs: deps.now(),
         nowMs: deps.monotonicNow(),
         metrics: deps.metrics,
-        sharedCacheState: undefined,
+        sharedCacheState: deps.sharedCacheState?.(),
         display,
       },
       snapshot,
@@ -158,8 +166,26 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
     return reply.type("text/html; charset=utf-8").send(renderStatusFragment(body, detail));
   });
 
+  // One upstream: the page with its detail open for a browser (a link to share), the JSON for
+  // API clients (no Accept, */*, application/json) exactly as before.
   app.get("/status/upstreams/:name", async (request, reply) => {
-    const detail = await detailOf((request.params as { name?: unknown }).name);
+    reply.header("vary", "accept");
+    const name = (request.params as { name?: unknown }).name;
+    if (wantsHtml(request)) {
+      const [body, detail] = await Promise.all([report(request, true), detailOf(name)]);
+      pageHeaders(reply);
+      return reply
+        .code(detail ? 200 : 404)
+        .type("text/html; charset=utf-8")
+        .send(
+          renderStatusPage(
+            body,
+            detail,
+            detail ? undefined : `No upstream is named ${JSON.stringify(String(name))}.`,
+          ),
+        );
+    }
+    const detail = await detailOf(name);
     if (!detail) {
       return reply.code(404).send({
         error: { code: "not_found", message: "no upstream of that name" },

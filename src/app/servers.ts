@@ -64,7 +64,7 @@ export function buildProxyServers(
       );
       groups.forEach((group, index) => {
         const upstreams = nextGroups.get(listenerKey(group.listen)) ?? [];
-        servers[index]!.replaceRouting(next.routingFor(upstreams), next.config.limits);
+        servers[index]!.replaceRouting(next.routingFor(upstreams), next.config);
       });
     },
     retiredInFlight: () => servers.reduce((sum, proxy) => sum + proxy.retiredInFlight(), 0),
@@ -91,8 +91,10 @@ export function buildAdminServer(
     tokenMode: (name: string) => live.generation.tokens.modeOf(name),
     lastReload: deps.lastReload,
     callerDenials: () => deps.callerSources.denials.recent(),
+    callersStatus: () => deps.callerSources.status(),
     rateLimitStatus: (name: string) => live.generation.pacing.statusOf(name),
     currentReadiness: () => live.generation.config.readiness,
+    currentLimits: () => live.generation.config.limits,
     lifecycle: deps.lifecycle,
     metrics: deps.metrics,
     logger: deps.logger,

@@ -51,6 +51,13 @@ export interface RequestContext {
   closingAll(): boolean;
   /** Called exactly once per request, when it is finished (answered, failed or abandoned). */
   onFinished(request: ProxiedRequest): void;
+  /** It starts waiting for a pacing turn: out of its way in's load while it waits. */
+  leaveLoad(request: ProxiedRequest): void;
+  /**
+   * Its turn came after a wait: it counts in its load again. False when it may not — it has
+   * been answered then.
+   */
+  resumeLoad(request: ProxiedRequest): boolean;
 }
 
 const noBytes = () => 0;
@@ -148,6 +155,16 @@ export class ProxiedRequest {
   /** True when the request carries a body (Content-Length > 0 or Transfer-Encoding). */
   get carriesBody(): boolean {
     return this.hasBody;
+  }
+
+  /** Waiting for a pacing turn: out of its load meanwhile (pacing/waiting-room.ts). */
+  leaveLoad(): void {
+    this.ctx.leaveLoad(this);
+  }
+
+  /** Back from a wait: in its load again; false when it was refused that (and answered). */
+  resumeLoad(): boolean {
+    return this.ctx.resumeLoad(this);
   }
 
   /** The request now belongs to `route` (counted in flight for its upstream). */

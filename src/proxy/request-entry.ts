@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CallerGate } from "../callers/caller-gate.js";
-import type { LimitsConfig } from "../config/types.js";
+import type { LimitsConfig, PathsConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import { NOOP_TRACING, type Tracing } from "../observability/tracing.js";
@@ -26,6 +26,8 @@ import type { RouteTable } from "./routing/route-table.js";
 /** What every way in of one routing generation shares. */
 export interface EntryDeps {
   limits: LimitsConfig;
+  /** How request paths are normalized at the door (request-guards.ts). */
+  paths: PathsConfig;
   routes: RouteTable;
   /** Who may use which upstream; undefined: everyone (no `allow` anywhere). */
   callerGate?: CallerGate | undefined;
@@ -58,11 +60,11 @@ export function createRequestEntry(deps: EntryDeps): RequestEntry {
   const tracing = deps.tracing ?? NOOP_TRACING;
   const pipeline = new Pipeline(
     [
-      new GuardStage(limits, deps.routes),
+      new GuardStage(limits, deps.paths, deps.routes),
       new RouteStage(limits, deps.routes),
       ...stagesAfterRoute(deps),
       new BodyStage(limits),
-      new PacingStage(),
+      new PacingStage({ room: lifecycle.waiting, limits }),
       new ExchangeStage(limits, tracing.enabled),
     ],
     deps.logger,
@@ -78,6 +80,17 @@ export function createRequestEntry(deps: EntryDeps): RequestEntry {
       inFlight--;
       if (request.admitted) lifecycle.load.leave();
       queue.next(request.req);
+    },
+    leaveLoad(request) {
+      if (!request.admitted) return;
+      request.admitted = false;
+      lifecycle.load.leave();
+    },
+    resumeLoad(request) {
+      // It held a slot when it arrived: counted again whatever the load (overload.ts readmit).
+      lifecycle.load.readmit();
+      request.admitted = true;
+      return true;
     },
   };
 

@@ -115,7 +115,35 @@ export function createUpgradeEntry(deps: UpgradeEntryDeps): UpgradeEntry {
         metrics.upgradesOpen.dec();
       }
     },
+    leaveLoad(request) {
+      if (!request.admitted) return;
+      request.admitted = false;
+      deps.upgradeLoad.leave();
+      metrics.upgradesOpen.dec();
+    },
+    resumeLoad(request) {
+      // Unlike a plain request's, its slot is not given back whatever the load: an upgraded
+      // connection lives for minutes, and maxUpgrades is all that bounds them.
+      if (request.answered) return false;
+      if (!admitUpgrade(request)) return false;
+      return true;
+    },
   };
+
+  /** Counts an upgrade in `limits.maxUpgrades`, or answers 503 `too_many_upgrades`. */
+  function admitUpgrade(request: ProxiedRequest): boolean {
+    request.admitted = deps.upgradeLoad.tryEnter(limits.maxUpgrades);
+    if (!request.admitted) {
+      request.fail(
+        "too_many_upgrades",
+        `the proxy holds limits.maxUpgrades (${limits.maxUpgrades}) upgraded connections already`,
+        { retryAfterSeconds: 1 },
+      );
+      return false;
+    }
+    metrics.upgradesOpen.inc();
+    return true;
+  }
 
   /**
    * Before the request counts for its upstream: the protocols that upstream allows. Answers (501)
@@ -151,16 +179,7 @@ export function createUpgradeEntry(deps: UpgradeEntryDeps): UpgradeEntry {
     run(request: ProxiedRequest, flow: Flow) {
       const upgrade = request as UpgradeRequest;
       // Upgraded connections live for minutes and are not in limits.maxInFlight: their own cap.
-      upgrade.admitted = deps.upgradeLoad.tryEnter(limits.maxUpgrades);
-      if (!upgrade.admitted) {
-        upgrade.fail(
-          "too_many_upgrades",
-          `the proxy holds limits.maxUpgrades (${limits.maxUpgrades}) upgraded connections already`,
-          { retryAfterSeconds: 1 },
-        );
-        return;
-      }
-      metrics.upgradesOpen.inc();
+      if (!admitUpgrade(upgrade)) return;
       if (upgrade.carriesBody) {
         upgrade.fail("bad_request", "an Upgrade request must not carry a body");
         return;
@@ -223,11 +242,11 @@ export function createUpgradeEntry(deps: UpgradeEntryDeps): UpgradeEntry {
 
   const pipeline = new Pipeline(
     [
-      new GuardStage(limits, deps.routes),
+      new GuardStage(limits, deps.paths, deps.routes),
       new RouteStage(limits, deps.routes, acceptProtocols),
       admission,
       ...stagesAfterRoute(deps),
-      new PacingStage(),
+      new PacingStage({ room: deps.lifecycle.waiting, limits }),
       new ExchangeStage(limits, tracing.enabled, switchingProtocols),
     ],
     deps.logger,

@@ -31,9 +31,13 @@ export class PacingLayer extends ExchangeLayer {
     return this.next.onHeaders(statusCode, rawHeaders, resume, statusText);
   }
 
-  /** Pauses the pacer until the answer's Retry-After; the exchange knows (no retry then). */
+  /**
+   * Pauses the pacer until the answer's Retry-After, for at most `rateLimit.maxPause`; the
+   * exchange knows (no retry then).
+   */
   private noteSlowDown(statusCode: 429 | 503, raw: RawHeaders): void {
-    const waitMs = parseRetryAfter(firstFieldValue(raw, "retry-after"), Date.now());
+    const retryAfter = firstFieldValue(raw, "retry-after");
+    const waitMs = parseRetryAfter(retryAfter, Date.now(), this.pacing.maxPauseMs);
     if (waitMs === undefined || waitMs <= 0) return;
     this.pacing.slowDown(waitMs, statusCode);
     this.exchange.paused = true;

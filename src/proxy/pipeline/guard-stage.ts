@@ -1,10 +1,11 @@
 /**
  * Guard: the checks Node's parser leaves to us (request-guards.ts: version, Host, header count,
- * target length and form, methods a credential-injecting proxy refuses, dot-segments), and for a
+ * target length and form, methods a credential-injecting proxy refuses, dot-segments), the path
+ * normalized once (`paths`: what is routed, authorized, paced, logged and forwarded), and for a
  * plain request its expectation. A request this malformed says nothing good about the rest of
  * the connection's bytes: its answer closes the connection.
  */
-import type { LimitsConfig } from "../../config/types.js";
+import type { LimitsConfig, PathsConfig } from "../../config/types.js";
 import type { ProxiedRequest } from "../proxied-request.js";
 import { checkRequest } from "../request-guards.js";
 import type { RouteTable } from "../routing/route-table.js";
@@ -19,13 +20,14 @@ export class GuardStage implements Stage {
 
   constructor(
     private readonly limits: LimitsConfig,
+    private readonly paths: PathsConfig,
     routes: RouteTable,
   ) {
     this.isKnownHost = (authority) => routes.isKnownHost(authority);
   }
 
   run(request: ProxiedRequest, flow: Flow): void {
-    const guard = checkRequest(request.req, this.limits, this.isKnownHost);
+    const guard = checkRequest(request.req, this.limits, this.paths, this.isKnownHost);
     if (guard.kind === "reject") {
       request.fail(guard.code, guard.message, { headers: guard.headers, close: true });
       return;

@@ -6,13 +6,22 @@
  * upstream counts it like any request. The exchange's resends take theirs (pacing-layer.ts).
  */
 import type { ProxyErrorCode } from "../../errors.js";
-import { budgetKey, type GateRefusal, type PacedRequest, passGate } from "../pacing/gate.js";
+import {
+  budgetKey,
+  type GateRefusal,
+  type PacedRequest,
+  passGate,
+  type WaitingPlaces,
+} from "../pacing/gate.js";
 import type { UpstreamPacing } from "../pacing/upstream-pacing.js";
 import type { ProxiedRequest } from "../proxied-request.js";
 import type { Flow, Stage } from "./pipeline.js";
 
 export class PacingStage implements Stage {
   readonly name = "pacing turn";
+
+  /** `waiting`: where a request the pacer must hold waits, out of its load (`limits.maxWaiting`). */
+  constructor(private readonly waiting: WaitingPlaces) {}
 
   run(request: ProxiedRequest, flow: Flow): void {
     const pacing = request.route!.pacing;
@@ -24,6 +33,7 @@ export class PacingStage implements Stage {
       new AtTheGate(request, flow),
       pacing,
       budgetKey(pacing, request.caller, request.req.socket),
+      this.waiting,
     );
   }
 }
@@ -37,6 +47,22 @@ class AtTheGate implements PacedRequest {
 
   get finished(): boolean {
     return this.request.answered;
+  }
+
+  get caller(): string | undefined {
+    return this.request.caller;
+  }
+
+  get peer() {
+    return this.request.req.socket;
+  }
+
+  leaveLoad(): void {
+    this.request.leaveLoad();
+  }
+
+  resumeLoad(): boolean {
+    return this.request.resumeLoad();
   }
 
   waitSignal(): AbortSignal {
