@@ -9,7 +9,7 @@
  * over 64 KiB passes through.
  */
 import { Readable } from "node:stream";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { UpstreamConfig } from "../../../src/config/types.js";
 import type { AttemptSpans, ResendTurns } from "../../../src/proxy/exchange/exchange.js";
 import { HELD_LIMIT_BYTES } from "../../../src/proxy/exchange/held-response.js";
@@ -308,12 +308,48 @@ describe("RetryLayer", () => {
     });
 
     it("cancels a pending backoff when the exchange ends (client gone): no retry goes out", async () => {
-      const r = rig(policy);
-      r.dispatcher.last.fail(codedError("ECONNREFUSED"));
-      r.test.request.clientClosed();
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(r.attempts()).toHaveLength(1);
-      expect(r.test.record().errorCode).toBe("client_closed");
+      vi.useFakeTimers();
+      try {
+        const r = rig(policy);
+        r.dispatcher.last.fail(codedError("ECONNREFUSED"));
+        // The backoff before the retry is the one timer left.
+        expect(vi.getTimerCount()).toBe(1);
+        r.test.request.clientClosed();
+        expect(vi.getTimerCount()).toBe(0);
+        await vi.advanceTimersByTimeAsync(5_000);
+        expect(r.attempts()).toHaveLength(1);
+        expect(r.test.record().errorCode).toBe("client_closed");
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+
+    // Regression against main: forward.ts's retry() cleared the failed attempt's queue deadline
+    // before the backoff ("a refused connection never reached onConnect: its queue deadline must
+    // not fire meanwhile"). RetryLayer.retry() leaves it running until exchange.resend() after the
+    // backoff, so a deadline shorter than what is left of it answers 503 upstream_busy to a
+    // request that is not queued at all (a dispatcher without stats — a ProxyAgent — or a pool
+    // with other requests queued). Remove `.fails` once retry() (or the exchange) clears it.
+    it.fails("keeps a refused connection's queue deadline from firing during the retry's backoff", async () => {
+      vi.useFakeTimers();
+      vi.spyOn(Math, "random").mockReturnValue(0.99);
+      try {
+        const config = makeUpstreamConfig("queued", {
+          retry: { attempts: 1, on: ["connect"] },
+          timeouts: { queue: "20ms" },
+        });
+        const r = rig(config);
+        // A refused connection: undici reports it without onConnect.
+        r.dispatcher.last.error(codedError("ECONNREFUSED"));
+        // The backoff is ~49 ms (full jitter under 50 ms); the deadline was 20 ms from dispatch.
+        await vi.advanceTimersByTimeAsync(30);
+        expect(r.test.answers()).toEqual([]);
+        await vi.advanceTimersByTimeAsync(30);
+        expect(r.attempts()).toHaveLength(2);
+      } finally {
+        vi.restoreAllMocks();
+        vi.useRealTimers();
+      }
     });
 
     it("does not retry a TLS failure or a response timeout", () => {

@@ -68,6 +68,14 @@ describe("SpanLayer", () => {
     ]);
   });
 
+  it("does not take an interim (1xx) head for the attempt's answer", () => {
+    const { server, span } = layer();
+    span.beginAttempt([], 0);
+    span.onHeaders(103, [], () => {}, "Early Hints");
+    span.endAttempt("upstream_reset");
+    expect(server.clients[0]!.ends[0]).toMatchObject({ status: 0, errorCode: "upstream_reset" });
+  });
+
   it("ends an attempt that got no answer with status 0, and starts the next one from 0", () => {
     const { server, span } = layer();
     span.beginAttempt([], 0);

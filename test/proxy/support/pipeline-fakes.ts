@@ -241,11 +241,21 @@ export class DispatchedAttempt {
     return undefined;
   }
 
-  /** undici got a connection for it (onConnect with a recording abort). */
+  /** The attempt ended (completed, failed or aborted): undici calls nothing more. */
+  private ended = false;
+
+  /**
+   * undici got a connection for it: onConnect with an abort that behaves like undici's
+   * (client-h1 `abort` → `errorRequest`): recorded, and the handler's onError called at once,
+   * synchronously, unless the attempt had ended.
+   */
   connect(): this {
     this.handler.onConnect!((err?: Error) => {
       this.aborted = true;
       this.abortReason = err;
+      if (this.ended) return;
+      this.ended = true;
+      this.handler.onError!(err ?? codedError("UND_ERR_ABORTED", "Request aborted"));
     });
     return this;
   }
@@ -263,10 +273,12 @@ export class DispatchedAttempt {
   }
 
   complete(trailers: string[] | null = null): void {
+    this.ended = true;
     this.handler.onComplete!(trailers);
   }
 
   error(err: Error): void {
+    this.ended = true;
     this.handler.onError!(err);
   }
 
