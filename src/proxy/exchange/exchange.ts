@@ -71,6 +71,8 @@ export interface Resend {
    * queues), undefined for the pacer's `wait`.
    */
   waitMs: number | undefined;
+  /** A 401 replay with a new token: counted as replayed once it goes (not if no turn came). */
+  replay?: boolean | undefined;
 }
 
 export class Exchange implements Dispatcher.DispatchHandler {
@@ -92,6 +94,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   /** Runs from dispatch until undici hands the request a connection (onConnect). */
   private queueTimer: NodeJS.Timeout | undefined;
   private useFresh = false;
+  /** The next attempt is the 401 replay (request.replayed once it is sent). */
+  private pendingReplay = false;
   /** Ends a resend's wait (for its turn, a new token) when the client hangs up. */
   private resendWait: AbortController | undefined;
 
@@ -142,6 +146,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
     }
     this.layers.span?.beginAttempt(request.headers, request.attempts);
     request.attempts++;
+    if (this.pendingReplay) {
+      this.pendingReplay = false;
+      request.replayed = true;
+    }
     const dispatcher = this.dispatcher();
     this.startQueueTimer(dispatcher);
     try {
@@ -176,22 +184,33 @@ export class Exchange implements Dispatcher.DispatchHandler {
    * `noTurn` runs (the layer answers with what it held).
    */
   resend(resend: Resend, noTurn: () => void): void {
-    // A refused connection never reached onConnect: its queue deadline must not fire meanwhile.
-    clearTimeout(this.queueTimer);
+    this.stopQueueDeadline();
     if (resend.fresh) this.useFresh = true;
+    if (resend.replay) this.pendingReplay = true;
     const pacing = this.layers.pacing;
     if (pacing === undefined) {
       this.attempt();
       return;
     }
-    pacing.takeTurn(this, resend.waitMs, noTurn);
+    pacing.takeTurn(this, resend.waitMs, () => {
+      this.pendingReplay = false;
+      noTurn();
+    });
   }
 
   /** Sends the request again at once, without asking the pacer (the first retry after a reset). */
   resendNow(fresh: boolean): void {
-    clearTimeout(this.queueTimer);
+    this.stopQueueDeadline();
     if (fresh) this.useFresh = true;
     this.attempt();
+  }
+
+  /**
+   * The current attempt is over before it got a connection (a refused connection never reaches
+   * onConnect): its queue deadline must not fire during a retry's backoff or turn.
+   */
+  stopQueueDeadline(): void {
+    clearTimeout(this.queueTimer);
   }
 
   /** Made only when a resend has to wait (for its turn, or a new token); a hang-up aborts it. */

@@ -125,12 +125,13 @@ export class ResponseRelay implements AttemptHandler {
       if (hasBody && (!framing.hasContentLength || framing.eventStream)) res.flushHeaders();
     } catch (err) {
       // A header Node refuses to write (invalid characters): treat as a bad upstream answer.
-      exchange.abortAttempt(err as Error);
+      // Answered first: the abort calls onError at once, which must find the exchange over.
       exchange.fail({
         code: "upstream_error",
         message: `upstream ${exchange.route.name} sent a response header that can't be relayed`,
         cause: err,
       });
+      exchange.abortAttempt(err as Error);
     }
   }
 

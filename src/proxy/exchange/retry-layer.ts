@@ -133,6 +133,7 @@ export class RetryLayer extends ExchangeLayer {
    */
   private retry(reason: RetryReason, giveUp: () => void): void {
     const { exchange } = this;
+    exchange.stopQueueDeadline();
     this.retries++;
     const pacing = exchange.route.pacing;
     pacing?.retried(reason);

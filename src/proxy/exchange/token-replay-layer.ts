@@ -21,6 +21,8 @@ export class TokenReplayLayer extends ExchangeLayer {
   /** The held 401 asks for a DPoP nonce it carries: retry with it, same token. */
   private useNonce = false;
   private nonceRetried = false;
+  /** The request was sent again with a new token already (a replay happens once). */
+  private replayed = false;
 
   constructor(
     next: AttemptHandler,
@@ -43,7 +45,7 @@ export class TokenReplayLayer extends ExchangeLayer {
       exchange.proofUrl !== "" &&
       dpop.noteResponse(exchange.proofUrl, statusCode, rawHeaders) &&
       !this.nonceRetried;
-    if (statusCode === 401 && exchange.replayable && (!exchange.request.replayed || useNonce)) {
+    if (statusCode === 401 && exchange.replayable && (!this.replayed || useNonce)) {
       this.held = new HeldResponse(statusCode, rawHeaders, resume, statusText);
       this.useNonce = useNonce;
       return true;
@@ -105,10 +107,10 @@ export class TokenReplayLayer extends ExchangeLayer {
       relay();
       return;
     }
-    exchange.request.replayed = true;
+    this.replayed = true;
     exchange.token = fresh;
     // The replay is one more request the upstream counts: it waits for its turn like any other.
-    exchange.resend({ waitMs: undefined }, relay);
+    exchange.resend({ waitMs: undefined, replay: true }, relay);
   }
 
   /**

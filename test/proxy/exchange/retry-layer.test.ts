@@ -324,13 +324,10 @@ describe("RetryLayer", () => {
       }
     });
 
-    // Regression against main: forward.ts's retry() cleared the failed attempt's queue deadline
-    // before the backoff ("a refused connection never reached onConnect: its queue deadline must
-    // not fire meanwhile"). RetryLayer.retry() leaves it running until exchange.resend() after the
-    // backoff, so a deadline shorter than what is left of it answers 503 upstream_busy to a
-    // request that is not queued at all (a dispatcher without stats — a ProxyAgent — or a pool
-    // with other requests queued). Remove `.fails` once retry() (or the exchange) clears it.
-    it.fails("keeps a refused connection's queue deadline from firing during the retry's backoff", async () => {
+    // A refused connection never reached onConnect: its queue deadline must not fire during the
+    // backoff, or a request that is not queued at all (a dispatcher without stats — a ProxyAgent —
+    // or a pool with other requests queued) is answered 503 upstream_busy.
+    it("keeps a refused connection's queue deadline from firing during the retry's backoff", async () => {
       vi.useFakeTimers();
       vi.spyOn(Math, "random").mockReturnValue(0.99);
       try {

@@ -11,7 +11,7 @@ import { RouteTable } from "../../../src/proxy/routing/route-table.js";
 import { makeProxyConfig, makeUpstreamConfig } from "../../helpers/upstream-config.js";
 import { errorBody, makeRoute, RecordingFlow, TestRequest } from "../support/pipeline-fakes.js";
 
-const limits = makeProxyConfig([]).limits;
+const { limits, paths } = makeProxyConfig([]);
 const routes = new RouteTable([
   makeRoute(makeUpstreamConfig("api", { match: { hosts: ["api.internal"] } })),
   makeRoute(makeUpstreamConfig("fallback")),
@@ -20,13 +20,13 @@ const routes = new RouteTable([
 function run(options: ConstructorParameters<typeof TestRequest>[0]) {
   const test = new TestRequest(options);
   const flow = new RecordingFlow();
-  new GuardStage(limits, routes).run(test.request, flow);
+  new GuardStage(limits, paths, routes).run(test.request, flow);
   return { test, flow };
 }
 
 describe("GuardStage", () => {
   it("is named guard", () => {
-    expect(new GuardStage(limits, routes).name).toBe("guard");
+    expect(new GuardStage(limits, paths, routes).name).toBe("guard");
   });
 
   it("passes an acceptable request on, with its target and its pathname (query cut)", () => {

@@ -10,8 +10,9 @@
 import { describe, expect, it } from "vitest";
 import type { UpstreamConfig } from "../../../src/config/types.js";
 import type { Admission } from "../../../src/proxy/pacing/limiter.js";
+import { createWaitingRoom } from "../../../src/proxy/pacing/waiting-room.js";
 import { PacingStage } from "../../../src/proxy/pipeline/pacing-stage.js";
-import { makeUpstreamConfig } from "../../helpers/upstream-config.js";
+import { makeProxyConfig, makeUpstreamConfig } from "../../helpers/upstream-config.js";
 import { createStubTokens } from "../stub-tokens.js";
 import {
   deferred,
@@ -44,13 +45,18 @@ function routed(config: UpstreamConfig, pacer = new ScriptedPacer()) {
 
 function run(test: TestRequest) {
   const flow = new RecordingFlow();
-  new PacingStage().run(test.request, flow);
+  new PacingStage({ room: createWaitingRoom(), limits: makeProxyConfig([]).limits }).run(
+    test.request,
+    flow,
+  );
   return flow;
 }
 
 describe("PacingStage", () => {
   it("is named pacing turn", () => {
-    expect(new PacingStage().name).toBe("pacing turn");
+    expect(
+      new PacingStage({ room: createWaitingRoom(), limits: makeProxyConfig([]).limits }).name,
+    ).toBe("pacing turn");
   });
 
   it("passes a request at once when its upstream has no pacing", () => {

@@ -131,6 +131,20 @@ export class RecordingContext implements RequestContext {
   onFinished(request: ProxiedRequest): void {
     this.finished.push(request);
   }
+
+  /** Load moves as the pacing stage asks for them: "leave" and "resume". */
+  readonly loadMoves: string[] = [];
+
+  leaveLoad(request: ProxiedRequest): void {
+    this.loadMoves.push("leave");
+    request.admitted = false;
+  }
+
+  resumeLoad(request: ProxiedRequest): boolean {
+    this.loadMoves.push("resume");
+    request.admitted = true;
+    return true;
+  }
 }
 
 /** One `request.fail` call. */
@@ -663,6 +677,7 @@ export function makePacing(
     upstream: config.name,
     pacer,
     rateLimit: config.rateLimit,
+    maxPauseMs: config.pause?.maxPauseMs ?? 60_000,
     retry: config.retry,
     metrics: createMetrics({ collectProcessMetrics: false }),
     now: () => PACER_NOW_MS,
