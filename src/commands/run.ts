@@ -57,8 +57,16 @@ export async function loadOrReport(
 
 const ignoreSignal = () => {};
 
+/** What `bearer-proxy run` calls itself (at most 15 bytes: the kernel's comm limit). */
+export const PROCESS_TITLE = "bearer-proxy";
+
 /** `bearer-proxy run`: runs until a signal or /quitquitquit; resolves with the exit code. */
 export async function runCommand(values: Values): Promise<number> {
+  // `pidof bearer-proxy` and `ps` name the process, not `node` (README: reload with
+  // `kill -HUP "$(pidof bearer-proxy)"`). Only the server takes the name: a `wait` or `check`
+  // running beside it must not receive the signal too. libuv sets the thread name (comm) and
+  // rewrites argv in place, which also takes flags such as --client-secret out of /proc/PID/cmdline.
+  process.title = PROCESS_TITLE;
   // SIGHUP reloads (below); until then, and during shutdown, it must not end the process
   // (Node's default for a signal nobody listens to).
   process.on("SIGHUP", ignoreSignal);
