@@ -2,11 +2,12 @@
 import { displayUrl } from "../admin/redact.js";
 import { formatConfigError, loadConfigWithWarnings } from "../config/load.js";
 import type { ProxyConfig } from "../config/types.js";
-import { BearerProxyError, ConfigError } from "../errors.js";
+import { ConfigError, errorMessage, ListenError } from "../errors.js";
 import { startProxy } from "../main.js";
 import { createLogger, type Logger } from "../observability/logger.js";
 import { reloadOnChange } from "../reload/reload-on-change.js";
 import { configFileFrom, configFlagsFrom } from "./config-flags.js";
+import { cannotListen, runListenHint } from "./listen-hints.js";
 
 type Values = Record<string, string | boolean | undefined>;
 
@@ -93,9 +94,13 @@ export async function runCommand(values: Values): Promise<number> {
     watcher.close();
     return code;
   } catch (err) {
-    const message = err instanceof BearerProxyError ? err.message : (err as Error).message;
-    logger.fatal({ code: (err as { code?: string }).code }, `cannot start: ${message}`);
-    process.stderr.write(`bearer-proxy: cannot start: ${message}\n`);
+    const line = cannotListen(err, runListenHint) ?? `cannot start: ${errorMessage(err)}`;
+    const fields =
+      err instanceof ListenError
+        ? { code: err.code, listener: err.listener.kind, address: err.address, reason: err.reason }
+        : { code: (err as { code?: string }).code };
+    logger.fatal(fields, line);
+    process.stderr.write(`bearer-proxy: ${line}\n`);
     return 1;
   }
 }
