@@ -188,11 +188,16 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     let dpop: Dpop | undefined;
     let boundJkt: string | undefined;
     let failure: unknown;
+    let sentAtMs = startMs;
     try {
       credentials = await reader.read();
       latestVersion = credentials.version;
       dpop = await dpopKey?.get();
       boundJkt = dpop?.jkt;
+      // The lifetime counts from here, when the request goes out, not from when the fetch began:
+      // reading the secret files and the DPoP key took 60–500 ms on a loaded two-core machine
+      // (issue 32), time the token server never saw, and the token was dropped that much early.
+      sentAtMs = clock.now();
       response = await fetchToken(credentials, signal, dpop);
     } catch (error) {
       failure = error;
@@ -208,15 +213,19 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     for (const upstream of labels) {
       options.metrics?.tokenFetchDurationSeconds.observe({ upstream }, lastFetchDurationMs / 1000);
     }
-    if (response && credentials) onSuccess(response, credentials.version, startMs, dpop, boundJkt);
-    else onFailure(error ?? toTokenError(failure, where), credentials?.version);
+    if (response && credentials) {
+      onSuccess(response, credentials.version, { startMs, sentAtMs }, dpop, boundJkt);
+    } else onFailure(error ?? toTokenError(failure, where), credentials?.version);
   }
 
-  /** `dpop`: the key the request proved possession of; `boundJkt`: its thumbprint then. */
+  /**
+   * `at`: when the fetch began and when its request was sent; `dpop`: the key the request proved
+   * possession of; `boundJkt`: its thumbprint then.
+   */
   function onSuccess(
     response: TokenResponse,
     version: string,
-    startMs: number,
+    at: { startMs: number; sentAtMs: number },
     dpop: Dpop | undefined,
     boundJkt: string | undefined,
   ): void {
@@ -236,7 +245,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     const now = clock.now();
     token = {
       ...planToken(response, {
-        startMs,
+        startMs: at.sentAtMs,
         nowMs: now,
         wallNowMs: clock.wallNow(),
         policy,
@@ -256,7 +265,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     logFetchSuccess(log, token, {
       response,
       refreshInMs: refreshAtMs - now,
-      durationMs: now - startMs,
+      durationMs: now - at.startMs,
       notesLogged,
     });
     const fresh = usableToken();
