@@ -97,9 +97,12 @@ describe("a 100-request burst against an upstream allowing 20 per rolling second
     expect(stats.rejected).toBe(0);
     expect(stats.accepted).toBe(100);
     expect(most).toBeLessThanOrEqual(LIMIT);
-    // One every 63.75 ms: about 6.3 s, within `wait`.
+    // One every 63.75 ms: at least 6.3 s. No tight upper bound: a timer that fires late on a
+    // loaded machine pushes the next turn (spacing counts from the real departure, or the upstream
+    // would see a catch-up burst), and a full suite beside other work measured 10.6 s. Every 200
+    // above already says each request got its turn within `wait` (10 s) of arriving.
     expect(tookMs).toBeGreaterThan(6_000);
-    expect(tookMs).toBeLessThan(9_500);
+    expect(tookMs).toBeLessThan(10_000 + 5_000);
 
     expect(during.rateLimit).toMatchObject({
       limit: { requests: PACED, perSeconds: 1, burst: 0, by: "upstream", scope: "local" },
