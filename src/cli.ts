@@ -11,6 +11,7 @@ import {
   commandHelp,
   mainHelp,
 } from "./commands/command-specs.js";
+import { suggest } from "./config/suggest.js";
 import { errorMessage } from "./errors.js";
 import { VERSION } from "./version.js";
 
@@ -20,7 +21,7 @@ function isCommand(name: string): name is CommandName {
   return Object.hasOwn(COMMANDS, name);
 }
 
-function parseCommandArgs(spec: CommandSpec, args: string[]): ParsedValues {
+function parseCommandArgs(name: CommandName, spec: CommandSpec, args: string[]): ParsedValues {
   const options: ParseArgsConfig["options"] = {
     help: { type: "boolean", short: "h" },
     version: { type: "boolean", short: "v" },
@@ -28,6 +29,9 @@ function parseCommandArgs(spec: CommandSpec, args: string[]): ParsedValues {
   for (const option of spec.options) {
     options[option.name] = { type: option.type };
   }
+  // Before the strict parse: its text for an unknown option names no fix.
+  const unknown = unknownOption(options, args);
+  if (unknown !== undefined) throw new Error(unknownOptionMessage(name, unknown));
   const { values, positionals } = parseArgs({
     args,
     options,
@@ -38,6 +42,41 @@ function parseCommandArgs(spec: CommandSpec, args: string[]): ParsedValues {
     throw new Error(`unexpected argument "${positionals[0]}" (options start with --)`);
   }
   return values as ParsedValues;
+}
+
+/** The first option in `args` that `options` does not define, as written ("--porr", "-x"). */
+function unknownOption(options: ParseArgsConfig["options"], args: string[]): string | undefined {
+  const { tokens } = parseArgs({
+    args,
+    options,
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+  });
+  for (const token of tokens) {
+    if (token.kind === "option" && !Object.hasOwn(options ?? {}, token.name)) return token.rawName;
+  }
+  return undefined;
+}
+
+/**
+ * "unknown option --porr (did you mean --port?)", as config keys get; for an option of other
+ * commands (`demo --config`), which commands take it.
+ */
+function unknownOptionMessage(command: CommandName, rawName: string): string {
+  const text = `unknown option ${rawName}`;
+  if (!rawName.startsWith("--")) return text;
+  const name = rawName.slice(2);
+  const own = [...COMMANDS[command].options.map((o) => o.name), "help", "version"];
+  const near = suggest(name, own);
+  if (near !== undefined) return `${text} (did you mean --${near}?)`;
+  const others = (Object.keys(COMMANDS) as CommandName[]).filter(
+    (other) => other !== command && COMMANDS[other].options.some((o) => o.name === name),
+  );
+  if (others.length === 0) return text;
+  const list =
+    others.length === 1 ? others[0] : `${others.slice(0, -1).join(", ")} and ${others.at(-1)}`;
+  return `${text} (an option of ${list}, not of ${command})`;
 }
 
 export async function runCli(argv: string[]): Promise<number> {
@@ -68,7 +107,7 @@ export async function runCli(argv: string[]): Promise<number> {
   const spec = COMMANDS[commandName];
   let values: ParsedValues;
   try {
-    values = parseCommandArgs(spec, rest);
+    values = parseCommandArgs(commandName, spec, rest);
   } catch (err) {
     process.stderr.write(
       `bearer-proxy ${commandName}: ${(err as Error).message}\n\n${commandHelp(commandName)}`,

@@ -183,6 +183,62 @@ export class ConfigError extends BearerProxyError {
   }
 }
 
+/**
+ * A listener bearer-proxy opens. Each is moved by a different setting, which only the command
+ * that configured it knows (`run`: config key, env variable, flag; `demo`: its port flags).
+ */
+export type ListenerRole =
+  | { kind: "proxy" }
+  | { kind: "admin" }
+  /** An own `upstreams[].listen`, shared by these upstreams (`index`: position in the config). */
+  | { kind: "upstream"; upstreams: readonly { name: string; index: number }[] }
+  | { kind: "emulator" };
+
+/** A listener that could not bind: which one, on which address, and why (Node's error as cause). */
+export class ListenError extends BearerProxyError {
+  readonly listener: ListenerRole;
+  /** `host:port` (`[v6]:port`) as configured. */
+  readonly address: string;
+  /** The system's code, e.g. `EADDRINUSE`, `EACCES`, `EADDRNOTAVAIL`. */
+  readonly reason: string;
+  constructor(
+    listener: ListenerRole,
+    address: string,
+    reason: string,
+    explanation: string,
+    cause: unknown,
+  ) {
+    super(
+      "BP_ERR_LISTEN",
+      `${listenerName(listener)} cannot listen on ${address}: ${explanation}`,
+      {
+        cause,
+        details: { reason, address },
+      },
+    );
+    this.name = "ListenError";
+    this.listener = listener;
+    this.address = address;
+    this.reason = reason;
+  }
+}
+
+/** "the proxy listener", "the listener of upstream reports", "the emulator". */
+export function listenerName(listener: ListenerRole): string {
+  switch (listener.kind) {
+    case "proxy":
+      return "the proxy listener";
+    case "admin":
+      return "the admin listener";
+    case "emulator":
+      return "the emulator";
+    case "upstream": {
+      const names = listener.upstreams.map((u) => u.name);
+      return `the listener of upstream${names.length === 1 ? "" : "s"} ${names.join(", ")}`;
+    }
+  }
+}
+
 /** The JSON body of every error the proxy itself answers with. */
 export interface ProxyErrorBody {
   error: { code: ProxyErrorCode; message: string; upstream?: string };

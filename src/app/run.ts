@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import type { ProxyConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
+import { toListenError } from "../net/listen-error.js";
 import type { TokenRegistry } from "../token/token-registry.js";
 import type { CallerSources } from "./caller-sources.js";
 import type { LiveGeneration } from "./generation.js";
@@ -33,8 +34,19 @@ export function createRunControl(deps: {
       // An unusable users or JWKS file fails the start, before a port is bound.
       await live.generation.callers.ready();
       const proxyAddresses: AddressInfo[] = [];
-      for (const proxy of proxies.servers) proxyAddresses.push(await proxy.listen());
-      await admin.listen({ host: config.admin.host, port: config.admin.port });
+      for (const [index, proxy] of proxies.servers.entries()) {
+        const { role, listen: address } = proxies.listeners[index]!;
+        const { host, port } = address;
+        proxyAddresses.push(
+          await proxy.listen().catch((error: unknown) => {
+            throw toListenError(error, role, host, port);
+          }),
+        );
+      }
+      const { host, port } = config.admin;
+      await admin.listen({ host, port }).catch((error: unknown) => {
+        throw toListenError(error, { kind: "admin" }, host, port);
+      });
       const adminAddress = admin.server.address() as AddressInfo;
       lifecycle.markRunning();
       live.generation.tokens.startEager();

@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { createAdminServer } from "../admin/admin-server.js";
 import type { LastReload } from "../admin/status-report.js";
 import type { ListenSpec, ProxyConfig } from "../config/types.js";
+import type { ListenerRole } from "../errors.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -23,6 +24,8 @@ interface ServerDeps {
 
 export interface ProxyServers {
   servers: ProxyServer[];
+  /** Which listener each server is and its address (same order), for a bind error that says how to move it. */
+  listeners: { role: ListenerRole; listen: ListenSpec }[];
   /**
    * Route every listener by `next` (the listeners themselves stay: changing them needs a
    * restart); a listener `next` gives no upstreams answers 404.
@@ -53,8 +56,17 @@ export function buildProxyServers(
       tracing: deps.tracing,
     }),
   );
+  const listeners = groups.map((group) => {
+    const upstreams = group.upstreams.map((u) => ({
+      name: u.name,
+      index: config.upstreams.indexOf(u),
+    }));
+    const role: ListenerRole = group.main ? { kind: "proxy" } : { kind: "upstream", upstreams };
+    return { role, listen: group.listen };
+  });
   return {
     servers,
+    listeners,
     route(next) {
       const nextGroups = new Map(
         groupUpstreamsByListener(next.config).map((group) => [

@@ -8,15 +8,14 @@
 
 import { createScrubber, type Scrubber } from "../admin/redact.js";
 import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.js";
-import { BearerProxyError, errorMessage } from "../errors.js";
-import { createDispatcher } from "../net/dispatcher.js";
-import { request } from "../net/undici-core.js";
+import { BearerProxyError } from "../errors.js";
 import { decodeJwtPayload } from "../token/client-auth/jws.js";
 import { CHECK_CREDENTIALS_HINT } from "../token/credential-hint.js";
 import type { Dpop } from "../token/dpop/index.js";
 import { fingerprint } from "../token/fingerprint.js";
 import { describeTokenUrl } from "../token/response-text.js";
-import { checkDns, checkTcp, checkTls, msSince, type Outcome } from "./check-network.js";
+import { checkDns, checkTcp, checkTls, type Outcome } from "./check-network.js";
+import { clientProbePath, notRoutedHere, probeApi, probeRoute } from "./check-probe.js";
 import { fetchToken, selectUpstreams } from "./token.js";
 
 export interface CheckArgs {
@@ -39,6 +38,11 @@ export async function runCheck(args: CheckArgs): Promise<number> {
   let failures = 0;
   for (const upstream of chosen.upstreams) {
     failures += await checkUpstream(args, upstream);
+  }
+  const unprobed = unprobedPath(args, chosen.upstreams);
+  if (unprobed !== undefined) {
+    args.stderr.write(`\nbearer-proxy check: ${unprobed}\n`);
+    return 1;
   }
   if (failures === 0) {
     args.stdout.write("\nall checks passed\n");
@@ -149,15 +153,35 @@ async function checkUpstream(args: CheckArgs, upstream: UpstreamConfig): Promise
 
   try {
     if (args.probePath !== undefined) {
-      if (!token) print("API", { skipped: "no token" });
-      else if (!reachable.get(upstream.origin))
+      const route = probeRoute(args.config, upstream, args.probePath);
+      if (!route.routed) print("API", { skipped: notRoutedHere(route) });
+      else if (!token) print("API", { skipped: "no token" });
+      else if (!reachable.get(upstream.origin)) {
         print("API", { skipped: "the API is not reachable" });
-      else print("API", await probeApi(args.config, upstream, args.probePath, token, dpop));
+      } else print("API", await probeApi(args.config, upstream, route, token, dpop));
     }
   } finally {
     dpop?.close();
   }
   return failures;
+}
+
+/**
+ * When `--probe-path` routes to none of the checked upstreams, what was asked for did not happen:
+ * a failure that says where the path goes instead.
+ */
+function unprobedPath(args: CheckArgs, upstreams: readonly UpstreamConfig[]): string | undefined {
+  const { probePath } = args;
+  if (probePath === undefined) return undefined;
+  const routes = upstreams.map((upstream) => probeRoute(args.config, upstream, probePath));
+  if (routes.some((route) => route.routed)) return undefined;
+  const elsewhere = routes
+    .map((route) => (route.routed ? undefined : route.elsewhere))
+    .find(Boolean);
+  const what = `--probe-path ${clientProbePath(probePath)} was probed nowhere`;
+  return elsewhere === undefined
+    ? `${what}: no route of the upstreams checked matches it`
+    : `${what}: it routes to upstream ${elsewhere} (check it with --upstream ${elsewhere})`;
 }
 
 interface Endpoint {
@@ -314,71 +338,4 @@ function invalidClientHint(upstream: UpstreamConfig): string {
     case "tls-client-auth":
       return `${prefix}check that the IdP has this client certificate (subject or thumbprint) registered for the client id, and that this token URL asks for client certificates (often a separate mTLS host)`;
   }
-}
-
-async function probeApi(
-  config: ProxyConfig,
-  upstream: UpstreamConfig,
-  probePath: string,
-  token: string,
-  dpop: Dpop | undefined,
-): Promise<Outcome> {
-  const path = probePath.startsWith("/") ? probePath : `/${probePath}`;
-  const dispatcher = createDispatcher({
-    tls: upstream.tls,
-    connections: 1,
-    connectTimeoutMs: upstream.timeouts.connectMs,
-    headersTimeoutMs: upstream.timeouts.responseHeadersMs,
-    bodyTimeoutMs: upstream.timeouts.bodyIdleMs,
-    idleConnectionMs: upstream.timeouts.idleConnectionMs,
-    egressProxy: config.egressProxy,
-  });
-  const started = performance.now();
-  try {
-    const url = `${upstream.baseUrl}${path}`;
-    const headers: Record<string, string> = {
-      ...upstream.headers,
-      authorization: dpop ? dpop.authorization(token) : `Bearer ${token}`,
-    };
-    if (upstream.versionHeader !== undefined) headers["x-version"] = upstream.versionHeader;
-    let response: Awaited<ReturnType<typeof request>>;
-    for (let attempt = 1; ; attempt++) {
-      // A fresh proof per attempt; a resource server's use_dpop_nonce gets one retry (RFC 9449 §9).
-      if (dpop) headers.dpop = dpop.proofFor("GET", url, token);
-      response = await request(url, { method: "GET", headers, dispatcher });
-      await response.body.dump().catch(() => {});
-      if (!(dpop?.noteResponse(url, response.statusCode, response.headers) && attempt === 1)) break;
-    }
-    const status = response.statusCode;
-    const detail = `GET ${path} → ${status} in ${msSince(started)} ms`;
-    if (status < 300) return { ok: true, detail };
-    return { ok: false, detail, hint: apiHint(status, upstream) };
-  } catch (error) {
-    return {
-      ok: false,
-      detail: `GET ${path} failed (${errorMessage(error)})`,
-      hint: "see the DNS/TCP/TLS steps above",
-    };
-  } finally {
-    await dispatcher.close().catch(() => {});
-  }
-}
-
-function apiHint(status: number, upstream: UpstreamConfig): string {
-  if (status === 401 && upstream.token.dpop) {
-    return "the API rejected a fresh DPoP-bound token and its proof: check that it accepts DPoP (RFC 9449) with dpop.algorithm, and that the base URL and token endpoint are the same environment";
-  }
-  if (status === 401) {
-    return "the API rejected a fresh token: check that the base URL and token endpoint are the same environment, and apiVersion";
-  }
-  if (status === 403) return "the token is valid but not allowed here: check the granted scope";
-  if (status === 404) {
-    return upstream.versionHeader === undefined
-      ? "no such path: default-version paths start with a prefix such as /platform/v1/"
-      : "no such path: check --probe-path (preview paths have no /platform/v1/ prefix)";
-  }
-  if (status < 400)
-    return "the API redirects: use the final URL as baseUrl (redirects are never followed)";
-  if (status >= 500) return "the API failed on its side";
-  return "the API refused the request";
 }

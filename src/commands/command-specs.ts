@@ -227,7 +227,7 @@ export const COMMANDS = {
         name: "probe-path",
         type: "string",
         placeholder: "PATH",
-        help: "also GET this path with the token",
+        help: "also GET this path (as a client sends it to the proxy) at the upstreams it routes to",
       },
     ],
     run: async (v) => (await import("./config-commands.js")).checkCommand(v),

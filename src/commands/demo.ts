@@ -6,7 +6,9 @@ import { loadConfig } from "../config/load.js";
 import { startEmulator } from "../emulator/emulator.js";
 import type { Emulator } from "../emulator/types.js";
 import { startProxy } from "../main.js";
+import { toListenError } from "../net/listen-error.js";
 import { createLogger } from "../observability/logger.js";
+import { cannotListen, demoListenHint } from "./listen-hints.js";
 import { announce } from "./run.js";
 
 type Values = Record<string, string | boolean | undefined>;
@@ -53,6 +55,19 @@ upstreams:
 
 /** `bearer-proxy demo`: runs until a signal; resolves with the exit code. */
 export async function demoCommand(values: Values): Promise<number> {
+  try {
+    return await runDemo(values);
+  } catch (error) {
+    // A port taken: which of the three listeners, and the flag that moves it.
+    const viaNpmStart = process.env.npm_lifecycle_event === "start";
+    const line = cannotListen(error, (listener) => demoListenHint(listener, viaNpmStart));
+    if (line === undefined) throw error;
+    process.stderr.write(`bearer-proxy: ${line}\n`);
+    return 1;
+  }
+}
+
+async function runDemo(values: Values): Promise<number> {
   const proxyPort = port(values, "port", 8080);
   const adminPort = port(values, "admin-port", 9901);
   const emulatorPort = port(values, "emulator-port", 8443);
@@ -62,7 +77,9 @@ export async function demoCommand(values: Values): Promise<number> {
       : process.stdout.isTTY
         ? "pretty"
         : "json";
-  const emulator = await startEmulator({ port: emulatorPort });
+  const emulator = await startEmulator({ port: emulatorPort }).catch((error: unknown) => {
+    throw toListenError(error, { kind: "emulator" }, "127.0.0.1", emulatorPort);
+  });
   const { config, logger, running } = await startDemoProxy(emulator, {
     port: proxyPort,
     adminPort,

@@ -1,6 +1,9 @@
 /** `bearer-proxy emulate`: the built-in upstream emulator on its own, until a signal. */
 import { readFileSync } from "node:fs";
 import { describeEmulator, type EmulatorOptions, startEmulator } from "../emulator/emulator.js";
+import type { Emulator } from "../emulator/types.js";
+import { toListenError } from "../net/listen-error.js";
+import { cannotListen, emulateListenHint } from "./listen-hints.js";
 
 type Values = Record<string, string | boolean | undefined>;
 
@@ -50,7 +53,16 @@ export async function emulateCommand(values: Values): Promise<number> {
       keyPem: readFileSync(values["key-file"], "utf8"),
     };
   }
-  const emulator = await startEmulator(options);
+  let emulator: Emulator;
+  try {
+    emulator = await startEmulator(options);
+  } catch (error) {
+    const listenError = toListenError(error, { kind: "emulator" }, options.host!, options.port!);
+    const line = cannotListen(listenError, emulateListenHint);
+    if (line === undefined) throw error;
+    process.stderr.write(`bearer-proxy: ${line}\n`);
+    return 1;
+  }
   process.stdout.write(`${describeEmulator(emulator)}\n`);
   await waitForSignal();
   await emulator.close();

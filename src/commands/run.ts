@@ -2,11 +2,12 @@
 import { displayUrl } from "../admin/redact.js";
 import { formatConfigError, loadConfigWithWarnings } from "../config/load.js";
 import type { ProxyConfig } from "../config/types.js";
-import { BearerProxyError, ConfigError } from "../errors.js";
+import { ConfigError, errorMessage, ListenError } from "../errors.js";
 import { startProxy } from "../main.js";
 import { createLogger, type Logger } from "../observability/logger.js";
 import { reloadOnChange } from "../reload/reload-on-change.js";
 import { configFileFrom, configFlagsFrom } from "./config-flags.js";
+import { cannotListen, runListenHint } from "./listen-hints.js";
 
 type Values = Record<string, string | boolean | undefined>;
 
@@ -57,8 +58,16 @@ export async function loadOrReport(
 
 const ignoreSignal = () => {};
 
+/** What `bearer-proxy run` calls itself (at most 15 bytes: the kernel's comm limit). */
+export const PROCESS_TITLE = "bearer-proxy";
+
 /** `bearer-proxy run`: runs until a signal or /quitquitquit; resolves with the exit code. */
 export async function runCommand(values: Values): Promise<number> {
+  // `pidof bearer-proxy` and `ps` name the process, not `node` (README: reload with
+  // `kill -HUP "$(pidof bearer-proxy)"`). Only the server takes the name: a `wait` or `check`
+  // running beside it must not receive the signal too. libuv sets the thread name (comm) and
+  // rewrites argv in place, which also takes flags such as --client-secret out of /proc/PID/cmdline.
+  process.title = PROCESS_TITLE;
   // SIGHUP reloads (below); until then, and during shutdown, it must not end the process
   // (Node's default for a signal nobody listens to).
   process.on("SIGHUP", ignoreSignal);
@@ -85,9 +94,13 @@ export async function runCommand(values: Values): Promise<number> {
     watcher.close();
     return code;
   } catch (err) {
-    const message = err instanceof BearerProxyError ? err.message : (err as Error).message;
-    logger.fatal({ code: (err as { code?: string }).code }, `cannot start: ${message}`);
-    process.stderr.write(`bearer-proxy: cannot start: ${message}\n`);
+    const line = cannotListen(err, runListenHint) ?? `cannot start: ${errorMessage(err)}`;
+    const fields =
+      err instanceof ListenError
+        ? { code: err.code, listener: err.listener.kind, address: err.address, reason: err.reason }
+        : { code: (err as { code?: string }).code };
+    logger.fatal(fields, line);
+    process.stderr.write(`bearer-proxy: ${line}\n`);
     return 1;
   }
 }

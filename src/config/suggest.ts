@@ -5,7 +5,8 @@
 /**
  * The candidate closest to `word`, if it is close enough to be a plausible typo: the same word
  * in another case, one that starts with the other, or within an edit distance of about a third
- * of its length (at most 3).
+ * of its length (at most 3). The nearest by edit distance wins, so "clientIdFlie" is
+ * "clientIdFile" (one transposition) and not "clientId" (its start, four letters off).
  */
 export function suggest(word: string, candidates: Iterable<string>): string | undefined {
   const lower = word.toLowerCase();
@@ -15,17 +16,18 @@ export function suggest(word: string, candidates: Iterable<string>): string | un
   for (const candidate of candidates) {
     if (candidate === word) continue;
     const other = candidate.toLowerCase();
+    const d = editDistance(lower, other);
     // "warning" for "warn", "upstream" for "upstreams": a whole word with a bit more or less.
     const prefix =
       Math.min(lower.length, other.length) >= 3 &&
       (lower.startsWith(other) || other.startsWith(lower));
-    const d = other === lower ? 0 : prefix ? 1 : editDistance(lower, other);
+    if (d > limit && !prefix) continue;
     if (d < bestDistance) {
       best = candidate;
       bestDistance = d;
     }
   }
-  return bestDistance <= limit ? best : undefined;
+  return best;
 }
 
 /** `' (did you mean "x"?)'` or "" — ready to append to a message. */

@@ -195,9 +195,15 @@ function parseAbsoluteForm(
   if (!isKnownHost(authority)) {
     if (IPV4_LIKE.test(hostname))
       return reject("bad_request", `IP-literal targets are not allowed${localHint(hostname)}`);
+    // The authority as the client sent it: "sheets.internal" alone would read as an unknown name
+    // when only its port differs from match.hosts (where no port means 80).
+    const otherPort =
+      hostname !== authority && isKnownHost(hostname)
+        ? ` (match.hosts names ${hostname}, which means port 80; list "${authority}" to serve this one)`
+        : "";
     return reject(
       "host_not_allowed",
-      `host ${hostname} is not served by this proxy${localHint(hostname)}`,
+      `host ${authority} is not served by this proxy${otherPort}${localHint(hostname)}`,
     );
   }
   let pathAndQuery = rest.slice(authorityEnd);

@@ -199,11 +199,16 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     let dpop: Dpop | undefined;
     let boundJkt: string | undefined;
     let failure: unknown;
+    let sentAtMs = startMs;
     try {
       credentials = await reader.read();
       latestVersion = credentials.version;
       dpop = await dpopKey?.get();
       boundJkt = dpop?.jkt;
+      // The lifetime counts from here, when the request goes out, not from when the fetch began:
+      // reading the secret files and the DPoP key took 60–500 ms on a loaded two-core machine
+      // (issue 32), time the token server never saw, and the token was dropped that much early.
+      sentAtMs = clock.now();
       response = await fetchToken(credentials, signal, dpop);
     } catch (error) {
       failure = error;
@@ -230,15 +235,19 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
         );
       }
     }
-    if (response && credentials) onSuccess(response, credentials.version, startMs, dpop, boundJkt);
-    else onFailure(error ?? toTokenError(failure, where), credentials?.version);
+    if (response && credentials) {
+      onSuccess(response, credentials.version, { startMs, sentAtMs }, dpop, boundJkt);
+    } else onFailure(error ?? toTokenError(failure, where), credentials?.version);
   }
 
-  /** `dpop`: the key the request proved possession of; `boundJkt`: its thumbprint then. */
+  /**
+   * `at`: when the fetch began and when its request was sent; `dpop`: the key the request proved
+   * possession of; `boundJkt`: its thumbprint then.
+   */
   function onSuccess(
     response: FetchedToken,
     version: string,
-    startMs: number,
+    at: { startMs: number; sentAtMs: number },
     dpop: Dpop | undefined,
     boundJkt: string | undefined,
   ): void {
@@ -258,7 +267,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     const now = clock.now();
     token = {
       ...planToken(response, {
-        startMs,
+        startMs: at.sentAtMs,
         nowMs: now,
         wallNowMs: clock.wallNow(),
         policy,
@@ -285,7 +294,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       response,
       origin,
       refreshInMs: refreshAtMs - now,
-      durationMs: now - startMs,
+      durationMs: now - at.startMs,
       notesLogged,
     });
     const fresh = usableToken();

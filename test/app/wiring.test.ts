@@ -87,7 +87,12 @@ upstreams:
   it("closes the listeners it opened when another one cannot bind", async () => {
     const taken = await occupiedPort();
     const app = await build(lazyUpstreamConfig(`admin: { port: ${taken} }`));
-    await expect(app.listen()).rejects.toThrow(/EADDRINUSE/);
+    await expect(app.listen()).rejects.toMatchObject({
+      code: "BP_ERR_LISTEN",
+      listener: { kind: "admin" },
+      reason: "EADDRINUSE",
+      message: `the admin listener cannot listen on 127.0.0.1:${taken}: the address is already in use (another process listens there)`,
+    });
     expect(app.proxies.every((proxy) => !proxy.server.listening)).toBe(true);
   });
 

@@ -88,9 +88,54 @@ describe.concurrent("bearer-proxy arguments: mistakes exit 2", () => {
       const command = cases[i]?.[0]?.startsWith("--") ? "run" : cases[i]?.[0];
       expect(code, `${cases[i]?.join(" ")}`).toBe(2);
       expect(stdout).toBe("");
-      expect(stderr).toContain(`bearer-proxy ${command}: Unknown option '--confg'`);
+      const takesConfig = ["run", "validate", "token", "check"].includes(command ?? "");
+      expect(stderr).toContain(
+        `bearer-proxy ${command}: unknown option --confg${takesConfig ? " (did you mean --config?)" : "\n"}`,
+      );
       // Followed by that command's usage, so the right spelling is one glance away.
       expect(stderr).toContain("Options:");
+    }
+  });
+
+  it("an unknown flag gets a did-you-mean from the command's own flags (issue 32)", async () => {
+    const cases: [string[], string][] = [
+      [
+        ["demo", "--porr", "18080"],
+        "bearer-proxy demo: unknown option --porr (did you mean --port?)",
+      ],
+      [
+        ["demo", "--emulator-prot", "0"],
+        "bearer-proxy demo: unknown option --emulator-prot (did you mean --emulator-port?)",
+      ],
+      [
+        ["check", "--probe-pth", "/x"],
+        "bearer-proxy check: unknown option --probe-pth (did you mean --probe-path?)",
+      ],
+      [
+        ["wait", "--timout", "3s"],
+        "bearer-proxy wait: unknown option --timout (did you mean --timeout?)",
+      ],
+      [
+        ["run", "--client-secret-flie", "s"],
+        "bearer-proxy run: unknown option --client-secret-flie (did you mean --client-secret-file?)",
+      ],
+      // Another command's flag: say whose it is.
+      [
+        ["demo", "--config", "x.yaml"],
+        "bearer-proxy demo: unknown option --config (an option of run, validate, token and check, not of demo)",
+      ],
+      [
+        ["emulate", "--upstream", "x"],
+        "bearer-proxy emulate: unknown option --upstream (an option of token and check, not of emulate)",
+      ],
+    ];
+    const results = await Promise.all(cases.map(([args]) => cli.run(args)));
+    for (const [i, { code, stdout, stderr }] of results.entries()) {
+      expect(code, cases[i]?.[0].join(" ")).toBe(2);
+      expect(stdout).toBe("");
+      expect(stderr.split("\n")[0]).toBe(cases[i]?.[1]);
+      // Node's parser text ("To specify a positional argument starting with a '-'…") is gone.
+      expect(stderr).not.toContain("positional argument");
     }
   });
 

@@ -98,15 +98,34 @@ describe.concurrent("bearer-proxy demo on a taken port", () => {
   const cli = useCliProcesses({ cleanup: "afterAll" });
   const busyPort = useBusyPort();
 
-  for (const flag of ["--port", "--admin-port"]) {
-    it(`exits 1 at once when ${flag} is taken, naming the address (its emulator must not hold it up)`, async () => {
+  const listeners = {
+    "--port": "proxy listener",
+    "--admin-port": "admin listener",
+    "--emulator-port": "emulator",
+  };
+  for (const [flag, listener] of Object.entries(listeners)) {
+    it(`exits 1 at once when ${flag} is taken, naming the ${listener}, the address and the flag (its emulator must not hold it up)`, async () => {
       const ports = { "--port": "0", "--admin-port": "0", "--emulator-port": "0" };
       const args = Object.entries({ ...ports, [flag]: String(busyPort()) }).flat();
       // Before the fix this hung for ever: the emulator it had started kept the process alive.
-      const { code, stderr } = await cli.run(["demo", ...args], { timeoutMs: 8_000 });
+      // (20 s: four demos start at once here, on a loaded machine.)
+      const { code, stderr } = await cli.run(["demo", ...args], { timeoutMs: 20_000 });
       expect(code).toBe(1);
-      expect(stderr).toContain(`EADDRINUSE: address already in use 127.0.0.1:${busyPort()}`);
-      expect(stderr).not.toMatch(/^\s+at /m);
+      // Issue 32: which listener, which address, and the flag that moves it.
+      expect(stderr).toBe(
+        `bearer-proxy: cannot start: the ${listener} cannot listen on 127.0.0.1:${busyPort()}: the address is already in use (another process listens there); move it with ${flag} N (0 picks a free port)\n`,
+      );
     });
   }
+
+  it("under npm start, the flag goes after --", async () => {
+    const { code, stderr } = await cli.run(
+      ["demo", "--port", "0", "--admin-port", "0", "--emulator-port", String(busyPort())],
+      { timeoutMs: 20_000, env: { npm_lifecycle_event: "start" } },
+    );
+    expect(code).toBe(1);
+    expect(stderr).toContain(
+      "; move it with npm start -- --emulator-port N (0 picks a free port)\n",
+    );
+  });
 });

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { bearerGetArgs, curl, curlWithStatus, exec, tokenRequestArgs } from "../helpers/curl.js";
-import { JWT, useCliProcesses } from "./helpers.js";
+import { JWT, useBusyPort, useCliProcesses } from "./helpers.js";
 
 /** The shell lines `emulate` prints under a heading, continuation lines joined back up. */
 function printedBlock(stdout: string, heading: string): string {
@@ -17,6 +17,7 @@ function printedBlock(stdout: string, heading: string): string {
 
 describe("bearer-proxy emulate, driven with curl", () => {
   const cli = useCliProcesses();
+  const busyPort = useBusyPort();
 
   it("listens on the port 0 picked, prints URL and CA, and behaves for curl; SIGTERM exits 0", async () => {
     const proc = cli.start(["emulate", "--port", "0"]);
@@ -69,6 +70,14 @@ describe("bearer-proxy emulate, driven with curl", () => {
     expect({ code, signal }).toEqual({ code: 0, signal: null });
     // Its generated CA lived in a temp folder that it removed.
     expect(existsSync(caFile)).toBe(false);
+  });
+
+  it("on a taken port, names the emulator, the address and the flags that move it", async () => {
+    const { code, stderr } = await cli.run(["emulate", "--port", String(busyPort())]);
+    expect(code).toBe(1);
+    expect(stderr).toBe(
+      `bearer-proxy: cannot start: the emulator cannot listen on 127.0.0.1:${busyPort()}: the address is already in use (another process listens there); move it with --port N (0 picks a free port) or --host\n`,
+    );
   });
 
   it("rejects a port that is not a number, naming the flag", async () => {

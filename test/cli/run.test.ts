@@ -159,15 +159,47 @@ upstreams:
         // The child's own timestamp of the fatal line: a slow test host delays what this process
         // sees, never the child's clock, so a 2 s linger always shows.
         const fatal = logRecords(proc.stdout()).find((r) => r.level === "fatal");
-        expect(fatal).toMatchObject({ code: "EADDRINUSE" });
+        expect(fatal).toMatchObject({
+          code: "BP_ERR_LISTEN",
+          listener: which,
+          address: taken,
+          reason: "EADDRINUSE",
+        });
         expect(exitedAtWallMs - Date.parse(String(fatal?.time))).toBeLessThan(1_500);
+        // Issue 32: which listener, which address, and what moves it (key, variable, flag).
+        const move =
+          which === "proxy"
+            ? "listen in the config file, BEARER_PROXY_LISTEN=HOST:PORT or --listen HOST:PORT"
+            : "admin in the config file, BEARER_PROXY_ADMIN_LISTEN=HOST:PORT or --admin-listen HOST:PORT";
         expect(proc.stderr()).toBe(
-          `bearer-proxy: cannot start: listen EADDRINUSE: address already in use ${taken}\n`,
+          `bearer-proxy: cannot start: the ${which} listener cannot listen on ${taken}: the address is already in use (another process listens there); move it with ${move}\n`,
         );
         expect(proc.output()).not.toMatch(/^\s+at /m);
         expect(proc.stdout()).not.toContain("proxyPorts");
       });
     }
+
+    it("names an upstream's own listener by its config key when its port is taken", async () => {
+      const file = join(dir(), "own-listener.yaml");
+      const upstream = (name: string, extra: string) => `  - name: ${name}
+    baseUrl: ${emulator().url}
+    clientId: run-client
+    clientSecret: ${SECRET}
+    tls: { caFile: ${JSON.stringify(emulator().caFile)} }
+${extra}`;
+      writeFileSync(
+        file,
+        `listen: { host: 127.0.0.1, port: 0 }
+admin: { host: 127.0.0.1, port: 0 }
+upstreams:
+${upstream("first", "")}${upstream("reports", `    listen: { host: 127.0.0.1, port: ${busyPort()} }\n`)}`,
+      );
+      const { code, stderr } = await cli.run(["run", "--config", file]);
+      expect(code).toBe(1);
+      expect(stderr).toBe(
+        `bearer-proxy: cannot start: the listener of upstream reports cannot listen on 127.0.0.1:${busyPort()}: the address is already in use (another process listens there); move it with upstreams[1].listen in the config file\n`,
+      );
+    });
   });
 });
 

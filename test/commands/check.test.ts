@@ -160,6 +160,84 @@ describe("bearer-proxy check against the emulator", () => {
     expect(stdout).toContain("hint: no such path");
   });
 
+  describe("--probe-path goes to the upstreams it routes to (issue 32)", () => {
+    /** The demo's shape: default version at /, the scripting preview at /scripts. */
+    const demoLike = () =>
+      configFor(
+        { ...good(), name: "sheets" },
+        {
+          ...emulatorUpstream(emulator(), {
+            name: "scripts",
+            preview: true,
+            clientId: "check-client",
+            clientSecret: SECRET,
+          }),
+          match: { pathPrefix: "/scripts", hosts: [] },
+        },
+      );
+
+    it("probes /platform/v1/... at sheets only; scripts says where the path goes", async () => {
+      const { code, stdout, stderr } = await check(demoLike(), {
+        probePath: "/platform/v1/spreadsheets/abc",
+      });
+      expect(stderr).toBe("");
+      expect(code).toBe(0);
+      expect(steps(stdout)).toEqual([
+        ...["✓ DNS", "✓ TCP", "✓ TLS", "✓ token", "✓ API"],
+        ...["✓ DNS", "✓ TCP", "✓ TLS", "✓ token", "- API"],
+      ]);
+      expect(stdout).toMatch(/✓ API +GET \/platform\/v1\/spreadsheets\/abc → 200/);
+      expect(stdout).toContain(
+        "- API    skipped: /platform/v1/spreadsheets/abc routes to upstream sheets",
+      );
+    });
+
+    it("probes /scripts at scripts only", async () => {
+      const { code, stdout } = await check(demoLike(), { probePath: "/scripts" });
+      expect(code).toBe(0);
+      expect(stdout).toContain("- API    skipped: /scripts routes to upstream scripts");
+      expect(stdout).toMatch(/✓ API +GET \/scripts → 200/);
+    });
+
+    it("sends the path the proxy would send: stripPrefix and the base path apply", async () => {
+      const stripped = {
+        ...good(),
+        match: { pathPrefix: "/emu", hosts: [] },
+        stripPrefix: true,
+      };
+      const { code, stdout } = await check(configFor(stripped), {
+        probePath: "/emu/platform/v1/spreadsheets/abc",
+      });
+      expect(code).toBe(0);
+      expect(stdout).toMatch(
+        /✓ API +GET \/emu\/platform\/v1\/spreadsheets\/abc \(sent as \/platform\/v1\/spreadsheets\/abc\) → 200/,
+      );
+    });
+
+    it("fails when the path routes to none of the upstreams checked, naming where it goes", async () => {
+      const elsewhere = await check(demoLike(), {
+        upstream: "scripts",
+        probePath: "/platform/v1/spreadsheets/abc",
+      });
+      expect(elsewhere.code).toBe(1);
+      expect(elsewhere.stderr).toBe(
+        "\nbearer-proxy check: --probe-path /platform/v1/spreadsheets/abc was probed nowhere: it routes to upstream sheets (check it with --upstream sheets)\n",
+      );
+      const onlyScripts = configFor({
+        ...emulatorUpstream(emulator(), { name: "scripts", preview: true }),
+        match: { pathPrefix: "/scripts", hosts: [] },
+      });
+      const nowhere = await check(onlyScripts, { probePath: "/platform/v1/x" });
+      expect(nowhere.code).toBe(1);
+      expect(nowhere.stdout).toContain(
+        "- API    skipped: /platform/v1/x matches none of this upstream's routes",
+      );
+      expect(nowhere.stderr).toContain(
+        "--probe-path /platform/v1/x was probed nowhere: no route of the upstreams checked matches it",
+      );
+    });
+  });
+
   it("checks only the named upstream, and refuses an unknown name", async () => {
     const config = configFor(
       good(),

@@ -53,6 +53,22 @@ describe("schema errors", () => {
     ]);
   });
 
+  it("prefers the key a typo is closest to over one it merely starts with (issue 32)", async () => {
+    const issues = await issuesOfText(yaml`
+      upstreams:
+        - name: api
+          baseUrl: https://api.example.com
+          clientIdFlie: /run/secrets/id
+          clientSecretFlie: /run/secrets/secret
+    `);
+    expect(issues.map((i) => `${i.path}: ${i.message}`)).toEqual(
+      expect.arrayContaining([
+        'upstreams[0] (api).clientIdFlie: unknown key (did you mean "clientIdFile"?) (line 4)',
+        'upstreams[0] (api).clientSecretFlie: unknown key (did you mean "clientSecretFile"?) (line 5)',
+      ]),
+    );
+  });
+
   it("lists the allowed keys of a small block when nothing is close", async () => {
     const issues = await issuesOfText(`shutdown: { grace: 5s }\nupstreams:${UPSTREAM}`);
     expect(issues).toEqual([

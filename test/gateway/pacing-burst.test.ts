@@ -97,9 +97,12 @@ describe("a 100-request burst against an upstream allowing 20 per rolling second
     expect(stats.rejected).toBe(0);
     expect(stats.accepted).toBe(100);
     expect(most).toBeLessThanOrEqual(LIMIT);
-    // One every 63.75 ms: about 6.3 s, within `wait`.
+    // One every 63.75 ms: at least 6.3 s. No tight upper bound: a timer that fires late on a
+    // loaded machine pushes the next turn (spacing counts from the real departure, or the upstream
+    // would see a catch-up burst), and a full suite beside other work measured 10.6 s. Every 200
+    // above already says each request got its turn within `wait` (10 s) of arriving.
     expect(tookMs).toBeGreaterThan(6_000);
-    expect(tookMs).toBeLessThan(9_500);
+    expect(tookMs).toBeLessThan(10_000 + 5_000);
 
     expect(during.rateLimit).toMatchObject({
       limit: { requests: PACED, perSeconds: 1, burst: 0, by: "upstream", scope: "local" },
@@ -149,15 +152,20 @@ describe("a 100-request burst against an upstream allowing 20 per rolling second
     const refused = results.filter((a) => a.status === 429);
     expect(ok).toHaveLength(1);
     expect(refused).toHaveLength(4);
+    // The next turn is one interval (10.2 s / 5 = 2.04 s) after the first request went, so a
+    // refusal says 3 s if it reached the pacer within 40 ms of it, else 2 s: on a loaded
+    // two-core machine the five arrive up to 130 ms apart (issue 32 read a 2). Whole seconds,
+    // rounded up; RateLimit's t says the same. That the wait is honest is checked below.
     for (const answer of refused) {
       expect(answer.code).toBe("rate_limited");
-      expect(answer.headers["retry-after"]).toBe("3");
+      expect(["2", "3"]).toContain(answer.headers["retry-after"]);
       expect(answer.headers["ratelimit-policy"]).toBe('"default";q=5;w=10');
-      expect(answer.headers.ratelimit).toBe('"default";r=0;t=3');
+      expect(answer.headers.ratelimit).toBe(`"default";r=0;t=${answer.headers["retry-after"]}`);
       expect(JSON.parse(answer.text)).toMatchObject({
         error: { code: "rate_limited", upstream: "strict" },
       });
     }
+    // Computed at admission: the window is full again 2.04 s later, rounded up.
     expect(ok[0]!.headers.ratelimit).toBe('"default";r=0;t=3');
     const again = await send(`${gateway.url}/strict/`);
     expect(again.status).toBe(429);
@@ -168,6 +176,9 @@ describe("a 100-request burst against an upstream allowing 20 per rolling second
         reason: "limit",
       }),
     ).toBe(5);
+    // Honest: a client that waits as long as the last refusal said gets its turn.
+    await sleep(Number(again.headers["retry-after"]) * 1_000);
+    expect((await send(`${gateway.url}/strict/`)).status).toBe(200);
   });
 
   it("a client that hangs up while it waits leaves the queue; the upstream never sees it", async () => {

@@ -19,6 +19,13 @@ import { type Answer, runLoad } from "./support/traffic.js";
  * Pass: no request fails while a valid token existed, token requests ≈ the refresh count
  * (duration / (0.8 × 3 s)), and after the IdP dropped the old credentials nobody used them.
  *
+ * "While" means for the whole of the request, from the client's start to its answer: the proxy
+ * decides somewhere in between, and on a loaded two-core machine that can be 100 ms and more
+ * after the client started (this process runs the client, the proxy and the token endpoint, and
+ * an event-loop stall delays the proxy's turn; issue 32 saw four 503s started 10 ms before the
+ * end of a token's window that the proxy had handled after it). The proxy's own rule — a token
+ * counts from when its request was sent — is pinned by test/token/lifetime-from-send.test.ts.
+ *
  * Why two client ids: the emulator keeps one secret per client id, so "old and new secret both
  * valid during the switch" is modelled as an old and a new client, both accepted for a while.
  */
@@ -63,6 +70,8 @@ describe("long run, short variant", () => {
   let volume: ReturnType<typeof createSecretVolume>;
   let answers: Answer[] = [];
   let startMs = 0;
+  /** When the outage really began and ended (a stalled timer fires late). */
+  const outage = { fromMs: 0, toMs: 0 };
 
   beforeAll(async () => {
     const pki = await createTestPki();
@@ -107,13 +116,17 @@ describe("long run, short variant", () => {
           volume.write(2, NEW.clientId, NEW.clientSecret);
         }),
         at(DROP_OLD_AT_MS, () => emulator.setClients([NEW])),
-        at(OUTAGE.fromMs, () =>
+        at(OUTAGE.fromMs, () => {
           emulator.setTokenFault((_req, res) => {
             res.writeHead(503, { "content-type": "text/plain" });
             res.end("down for maintenance");
-          }),
-        ),
-        at(OUTAGE.toMs, () => emulator.setTokenFault(undefined)),
+          });
+          outage.fromMs = Date.now();
+        }),
+        at(OUTAGE.toMs, () => {
+          emulator.setTokenFault(undefined);
+          outage.toMs = Date.now();
+        }),
       ]);
     } finally {
       await agent.close();
@@ -139,15 +152,19 @@ describe("long run, short variant", () => {
     });
     const failed = answers.filter((a) => a.status !== 200);
     const whileValid = failed.filter((a) =>
-      windows.some(([from, to]) => a.startMs >= from && a.startMs <= to),
+      windows.some(([from, to]) => a.startMs >= from && a.endMs <= to),
     );
-    expect(whileValid.map((a) => `${a.startMs - startMs} ms: ${a.status} ${a.code}`)).toEqual([]);
+    expect(
+      whileValid.map(
+        (a) => `${a.startMs - startMs}–${a.endMs - startMs} ms: ${a.status} ${a.code}`,
+      ),
+    ).toEqual([]);
     for (const answer of failed) {
       expect(answer.status).toBe(503);
       expect(answer.code).toBe("token_unavailable");
       // Only the outage (plus the time its last token still covered, and recovery) may fail.
-      expect(answer.startMs - startMs).toBeGreaterThanOrEqual(OUTAGE.fromMs);
-      expect(answer.endMs - startMs).toBeLessThanOrEqual(OUTAGE.toMs + 1_500);
+      expect(answer.startMs).toBeGreaterThanOrEqual(outage.fromMs);
+      expect(answer.endMs).toBeLessThanOrEqual(outage.toMs + 1_500);
     }
   });
 

@@ -149,6 +149,29 @@ describe("forward-proxy (absolute-form) mode", () => {
     expect(emulator().stats().apiRequests).toBe(before);
   });
 
+  it("a refused host is named as the client sent it, port included, with why (issue 32)", async () => {
+    const refusal = async (url: string) => {
+      const { stdout } = await run("curl", ["-sS", url], {
+        env: { ...childEnv(), http_proxy: proxy.url },
+      });
+      return (JSON.parse(stdout) as { error: { code: string; message: string } }).error;
+    };
+    // A name match.hosts lists without a port (port 80), asked for on another port.
+    expect(await refusal("http://api.example.test:8080/x")).toEqual({
+      code: "host_not_allowed",
+      message:
+        'host api.example.test:8080 is not served by this proxy (match.hosts names api.example.test, which means port 80; list "api.example.test:8080" to serve this one)',
+    });
+    expect((await refusal("http://elsewhere.example.test:8080/x")).message).toBe(
+      "host elsewhere.example.test:8080 is not served by this proxy",
+    );
+    // The hint for a local address reached through http_proxy stays.
+    expect((await refusal(`http://localhost:${canaryPort}/x`)).message).toBe(
+      `host localhost:${canaryPort} is not served by this proxy (a local address reached through http_proxy? exclude it: no_proxy=127.0.0.1,localhost)`,
+    );
+    expect(canaryConnections).toBe(0);
+  });
+
   it("curl's CONNECT for an https:// URL gets 405 with an explanation", async () => {
     const result = await run(
       "curl",
