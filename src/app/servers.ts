@@ -9,7 +9,7 @@ import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
 import { createProxyServer, type ProxyServer } from "../proxy/proxy-server.js";
-import { groupUpstreamsByListener } from "../proxy/router.js";
+import { groupUpstreamsByListener } from "../proxy/routing/router.js";
 import { VERSION } from "../version.js";
 import type { CallerSources } from "./caller-sources.js";
 import type { Generation, LiveGeneration } from "./generation.js";

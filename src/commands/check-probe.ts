@@ -8,7 +8,7 @@ import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
 import { errorMessage } from "../errors.js";
 import { createDispatcher } from "../net/dispatcher.js";
 import { request } from "../net/undici-core.js";
-import { createRouter, groupUpstreamsByListener, upstreamPath } from "../proxy/router.js";
+import { createRouter, groupUpstreamsByListener, upstreamPath } from "../proxy/routing/router.js";
 import type { Dpop } from "../token/dpop/index.js";
 import { msSince, type Outcome } from "./check-network.js";
 

@@ -20,7 +20,6 @@
 import { once } from "node:events";
 import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import type { Dispatcher } from "undici";
 import type { CallerGate } from "../callers/caller-gate.js";
 import type { ListenSpec, ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
@@ -33,37 +32,29 @@ import {
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
-import type { TokenProvider } from "../token/types.js";
 import { type AccessLog, createAccessLog } from "./access-log.js";
 import { answerClientError } from "./client-errors.js";
 import { createLingeringClose } from "./lingering-close.js";
-import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
 import { CONNECT_REASON, writeRawProxyError } from "./proxy-errors.js";
+import { createRequestEntry } from "./request-entry.js";
 import { connectRejection } from "./request-guards.js";
-import { createRequestHandler } from "./request-handler.js";
-import { createUpgradeHandler } from "./upgrade.js";
+import { createRequestRecorder } from "./request-log.js";
+import { buildRoutes, type RouteSources } from "./routing/route.js";
+import { RouteTable } from "./routing/route-table.js";
+import { createUpgradeEntry } from "./upgrade-entry.js";
 
-export interface ProxyServerDeps {
+/** What a listener routes by: its upstreams, where their parts come from, who may use them. */
+export interface ProxyRouting extends RouteSources {
+  /** The upstreams served on this listener (see `groupUpstreamsByListener`). */
+  upstreams: readonly UpstreamConfig[];
+  /** Who may use which upstream (`upstreams[].allow`); undefined: everyone. */
+  callerGate?: CallerGate | undefined;
+}
+
+export interface ProxyServerDeps extends ProxyRouting {
   config: ProxyConfig;
   /** Where this listener binds. */
   listen: ListenSpec;
-  /** The upstreams served on this listener (see `groupUpstreamsByListener`). */
-  upstreams: readonly UpstreamConfig[];
-  /** Called per request; keep it a cheap lookup. */
-  tokenFor(upstreamName: string): TokenProvider;
-  /** Called per request; keep it a cheap lookup. */
-  dispatcherFor(upstreamName: string): Dispatcher;
-  /**
-   * The upstream's HTTP/1.1 dispatcher for Upgrade requests (differs from `dispatcherFor` when
-   * the upstream speaks HTTP/2). Default: `dispatcherFor`.
-   */
-  upgradeDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
-  /** See RequestHandlerDeps.freshDispatcherFor. */
-  freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
-  /** Who may use which upstream (`upstreams[].allow`); undefined: everyone. */
-  callerGate?: CallerGate | undefined;
-  /** Each upstream's pacing gate and retry policy (issue 26); undefined: neither. */
-  pacingFor?: ((upstreamName: string) => UpstreamPacing | undefined) | undefined;
   /** Request and upstream-attempt spans; default: off. */
   tracing?: Tracing | undefined;
   metrics: Metrics;
@@ -104,54 +95,32 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 /** The parts of the config each request is checked against; a reload may change them. */
 export type RequestRules = Pick<ProxyConfig, "limits" | "paths">;
 
-/** What a reload hands a running listener: its new upstreams and their lookups. */
-export type ProxyRouting = Pick<
-  ProxyServerDeps,
-  | "upstreams"
-  | "tokenFor"
-  | "dispatcherFor"
-  | "upgradeDispatcherFor"
-  | "freshDispatcherFor"
-  | "callerGate"
-  | "pacingFor"
->;
-
 export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
   const { limits } = deps.config;
   const accessLog = deps.accessLog ?? createAccessLog(deps.logger);
+  const recordRequest = createRequestRecorder(deps.metrics, accessLog);
+  /** One routing generation: its routes, built once, and the ways in that use them. */
   const buildGeneration = (routing: ProxyRouting, rules: RequestRules = deps.config) => {
-    const { limits, paths } = rules;
-    const handler = createRequestHandler({
-      limits,
-      paths,
-      upstreams: routing.upstreams,
-      tokenFor: routing.tokenFor,
-      dispatcherFor: routing.dispatcherFor,
-      freshDispatcherFor: routing.freshDispatcherFor,
+    const routes = new RouteTable(
+      buildRoutes(routing.upstreams, routing, { dropTraceContext: deps.tracing?.enabled }).values(),
+    );
+    const entryDeps = {
+      limits: rules.limits,
+      paths: rules.paths,
+      routes,
       callerGate: routing.callerGate,
-      pacingFor: routing.pacingFor,
       tracing: deps.tracing,
-      metrics: deps.metrics,
       logger: deps.logger,
-      accessLog,
+      recordRequest,
       lifecycle: deps.lifecycle,
-    });
-    // WebSocket and other Upgrade requests (see upgrade.ts).
-    const upgrades = createUpgradeHandler({
-      limits,
-      paths,
-      upstreams: routing.upstreams,
-      tokenFor: routing.tokenFor,
-      upgradeDispatcherFor: routing.upgradeDispatcherFor ?? routing.dispatcherFor,
-      callerGate: routing.callerGate,
-      pacingFor: routing.pacingFor,
-      tracing: deps.tracing,
+    };
+    const handler = createRequestEntry(entryDeps);
+    // WebSocket and other Upgrade requests (see upgrade-entry.ts).
+    const upgrades = createUpgradeEntry({
+      ...entryDeps,
       metrics: deps.metrics,
-      logger: deps.logger,
-      accessLog,
       serveAsRequest: handler,
       upgradeLoad: deps.lifecycle.upgrades,
-      waitingRoom: deps.lifecycle.waiting,
     });
     return { handler, upgrades };
   };

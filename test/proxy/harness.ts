@@ -10,7 +10,7 @@ import { createDispatcher } from "../../src/net/dispatcher.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { createProxyServer, type ProxyServer } from "../../src/proxy/proxy-server.js";
-import { groupUpstreamsByListener } from "../../src/proxy/router.js";
+import { groupUpstreamsByListener } from "../../src/proxy/routing/router.js";
 import { createTokenRegistry, type TokenRegistry } from "../../src/token/token-registry.js";
 import type { TokenProvider } from "../../src/token/types.js";
 

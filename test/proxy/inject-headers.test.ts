@@ -1,7 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { UpstreamConfig } from "../../src/config/types.js";
-import { authorizationValue, createHeaderInjector } from "../../src/proxy/inject-headers.js";
+import { authorizationValue } from "../../src/proxy/credential.js";
+import { createHeaderInjector } from "../../src/proxy/routing/forwarded-headers.js";
 import type { AccessToken } from "../../src/token/types.js";
 
 function upstream(overrides: Partial<UpstreamConfig> = {}): UpstreamConfig {

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { UpstreamConfig } from "../../src/config/types.js";
-import { createRouter, normalizeAuthority } from "../../src/proxy/router.js";
+import { createRouter, normalizeAuthority } from "../../src/proxy/routing/router.js";
 
 function upstream(name: string, pathPrefix: string, hosts: string[] = []): UpstreamConfig {
   return { name, match: { pathPrefix, hosts } } as unknown as UpstreamConfig;

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { BearerProxyError } from "../../src/errors.js";
-import { authorizationValue } from "../../src/proxy/inject-headers.js";
+import { authorizationValue } from "../../src/proxy/credential.js";
 import { decryptToken, deriveTokenKey, encryptToken } from "../../src/token/redis-crypto.js";
 import {
   isBearerTokenSyntax,

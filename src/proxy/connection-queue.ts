@@ -14,9 +14,9 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 
-export type PipelinedHandler = (req: IncomingMessage, res: ServerResponse) => void;
+export type QueuedHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
-export interface PipelineQueue {
+export interface ConnectionQueue {
   /** Runs `handle` now, or after the connection's earlier requests finished. */
   enqueue(req: IncomingMessage, res: ServerResponse): void;
   /** The request on `req`'s connection finished: start the next one. */
@@ -41,13 +41,13 @@ interface Connection {
 /** Handled entries are cut off the queue's front once there are this many. */
 const COMPACT_AT = 256;
 
-const kConnection = Symbol("bearer-proxy.pipeline");
+const kConnection = Symbol("bearer-proxy.connection-queue");
 type PipelinedSocket = Socket & { [kConnection]?: Connection };
 
-export function createPipelineQueue(
-  handle: PipelinedHandler,
+export function createConnectionQueue(
+  handle: QueuedHandler,
   maxPipelinedRequests: number,
-): PipelineQueue {
+): ConnectionQueue {
   function connectionOf(socket: PipelinedSocket): Connection {
     let connection = socket[kConnection];
     if (connection) return connection;

@@ -1,15 +1,14 @@
 /**
  * The header list sent upstream: the client's fields minus hop-by-hop and credential fields,
- * then ours. This module only writes the credential; token/ finds it.
+ * then ours, with an empty slot for the credential that exchange/credential.ts writes into it
+ * for every attempt.
  *
  * Order of operations matters: the client's `Connection` tokens are applied to the client's
  * fields only, and the injected fields are appended afterwards, so `Connection: authorization`
  * can't remove the Authorization we add (the reply-from / Envoy rule).
  */
-import type { UpstreamConfig } from "../config/types.js";
-import { HOP_BY_HOP_HEADERS } from "../net/hop-by-hop.js";
-import { isBearerTokenSyntax } from "../token/token-response.js";
-import type { AccessToken } from "../token/types.js";
+import type { UpstreamConfig } from "../../config/types.js";
+import { HOP_BY_HOP_HEADERS } from "../../net/hop-by-hop.js";
 
 /**
  * Fields never forwarded as the client sent them: hop-by-hop (RFC 9110 §7.6.1), Host (ours
@@ -52,7 +51,7 @@ export type InjectResult =
       kind: "ok";
       /** Flat [name, value, name, value, …] list for undici `dispatch`. */
       headers: string[];
-      /** Index in `headers` of the Authorization value, filled in by `setAuthorization`. */
+      /** Index in `headers` of the Authorization value (written per attempt, exchange/credential.ts). */
       authorizationIndex: number;
       /** Index of the `DPoP` proof value (signed per attempt), or -1 without `dpop`. */
       dpopIndex: number;
@@ -62,20 +61,6 @@ export type InjectResult =
 export interface HeaderInjector {
   /** Builds the upstream header list from the client's raw headers. */
   build(rawHeaders: readonly string[], context: ForwardedContext): InjectResult;
-  /** `authorizationValue(token)`, remembered for the last token (it changes every few minutes). */
-  authorization(token: AccessToken): string;
-}
-
-/**
- * `Bearer <token>` (or `DPoP <token>` for a token bound to a DPoP key, RFC 9449 §7.1) with
- * exactly one space. Throws if the token holds anything that could break or split the header
- * (the token engine already refuses those; this is the last line).
- */
-export function authorizationValue(token: AccessToken): string {
-  if (!isBearerTokenSyntax(token.value)) {
-    throw new Error(`token ${token.fingerprint} contains characters not allowed in a header`);
-  }
-  return token.dpop ? `DPoP ${token.value}` : `Bearer ${token.value}`;
 }
 
 /** The upstream's authority for the Host field: host, plus the port when not 443. */
@@ -133,7 +118,7 @@ export function createHeaderInjector(
   const dropTraceContext = options.dropTraceContext === true;
   const staticNames = new Set<string>();
   const tail: string[] = ["host", upstreamAuthority(upstream), "authorization", ""];
-  // The proof's slot right after Authorization: filled per attempt (forward.ts).
+  // The proof's slot right after Authorization: filled per attempt (exchange/credential.ts).
   const hasDpop = upstream.token?.dpop !== undefined;
   if (hasDpop) tail.push("dpop", "");
   if (upstream.versionHeader !== undefined) {
@@ -149,17 +134,7 @@ export function createHeaderInjector(
   }
   const rejectCredentials = upstream.clientCredentials === "reject";
   const forwarded = upstream.forwardedHeaders;
-  let lastToken: AccessToken | undefined;
-  let lastAuthorization = "";
-
   return {
-    authorization(token) {
-      if (token !== lastToken) {
-        lastAuthorization = authorizationValue(token);
-        lastToken = token;
-      }
-      return lastAuthorization;
-    },
     build(raw, context) {
       const named = connectionTokens(raw);
       const headers: string[] = [];

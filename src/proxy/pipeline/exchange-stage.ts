@@ -1,0 +1,47 @@
+/**
+ * Exchange: the request goes upstream, with the layers its upstream and body call for (see
+ * exchange/exchange.ts): spans only when tracing is on, the pacing layer only with pacing, the
+ * token replay only for a body that can be sent again (or a DPoP token, whose nonces it keeps).
+ * A plain request's exchange ends in the relayed answer; an upgrade's may end in a 101 handed to
+ * its tunnel (`onSwitchingProtocols`), any other answer relayed as a plain one.
+ */
+import type { LimitsConfig } from "../../config/types.js";
+import { Exchange } from "../exchange/exchange.js";
+import type { AttemptHandler } from "../exchange/layer.js";
+import { PacingLayer } from "../exchange/pacing-layer.js";
+import { ResponseRelay, type SwitchingProtocols } from "../exchange/response-relay.js";
+import { RetryLayer } from "../exchange/retry-layer.js";
+import { SpanLayer } from "../exchange/span-layer.js";
+import { TokenReplayLayer } from "../exchange/token-replay-layer.js";
+import type { ProxiedRequest } from "../proxied-request.js";
+import type { Flow, Stage } from "./pipeline.js";
+
+export class ExchangeStage implements Stage {
+  readonly name = "exchange";
+
+  constructor(
+    private readonly limits: Pick<LimitsConfig, "minResponseRate" | "minDataRateGraceMs">,
+    private readonly tracing: boolean,
+    /** An upgrade's 101 (undefined: plain requests, whose exchange never upgrades). */
+    private readonly onSwitchingProtocols?: (request: ProxiedRequest) => SwitchingProtocols,
+  ) {}
+
+  run(request: ProxiedRequest, _flow: Flow): void {
+    const upgrade = this.onSwitchingProtocols === undefined ? undefined : request.upgradeProtocols;
+    const exchange = new Exchange(request, upgrade);
+    const relay = new ResponseRelay(exchange, this.limits, this.onSwitchingProtocols?.(request));
+    const retry = new RetryLayer(relay, exchange);
+    let head: AttemptHandler = retry;
+    if (exchange.replayable || request.slots.dpopIndex >= 0)
+      head = new TokenReplayLayer(head, exchange);
+    const pacingConfig = exchange.route.pacing;
+    const pacing =
+      pacingConfig === undefined ? undefined : new PacingLayer(head, pacingConfig, exchange);
+    if (pacing !== undefined) head = pacing;
+    const span = this.tracing
+      ? new SpanLayer(head, request.span, exchange.route, request.method, request.upstreamPath)
+      : undefined;
+    if (span !== undefined) head = span;
+    exchange.start({ head, span, pacing, retry, relay });
+  }
+}
