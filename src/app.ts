@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { buildCallerSources } from "./app/caller-sources.js";
 import { buildGeneration, type LiveGeneration } from "./app/generation.js";
+import { buildInterceptSource, type InterceptSource } from "./app/intercept.js";
 import { createReloader, type ReloadOutcome } from "./app/reloader.js";
 import { createRunControl } from "./app/run.js";
 import { buildAdminServer, buildProxyServers } from "./app/servers.js";
@@ -38,6 +39,8 @@ export interface App {
   tokens: TokenRegistry;
   admin: FastifyInstance;
   proxies: readonly ProxyServer[];
+  /** The interception CA and its leaf certificates (`intercept`); loaded by `listen()`. */
+  intercept: InterceptSource;
   /**
    * Apply a new, already validated configuration (config reload): `applied`, or
    * `restart_required` with the changed paths that can't apply live (nothing is then applied),
@@ -63,6 +66,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const lifecycle = createLifecycle();
   const sources = buildTokenSources(config, { logger, metrics, tracing: deps.tracing });
   const callerSources = buildCallerSources({ logger, metrics });
+  const intercept = buildInterceptSource(config, { logger, metrics });
   // Built now, not on first use: an unreadable CA or key file fails the start, not a request.
   const live: LiveGeneration = { generation: buildGeneration(config, sources, callerSources) };
   const proxies = buildProxyServers(config, live.generation, {
@@ -76,6 +80,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     sources,
     callerSources,
     lastReload: reloader.lastReload,
+    interceptCa: intercept.ca,
     onQuit: deps.onQuit,
     lifecycle,
     metrics,
@@ -86,6 +91,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     live,
     sources,
     callerSources,
+    intercept,
     proxies,
     admin,
     reloader,
@@ -103,6 +109,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     },
     admin,
     proxies: proxies.servers,
+    intercept,
     reload: (next, trigger) => reloader.reload(next, trigger),
     recordRejected: reloader.recordRejected,
     listen,

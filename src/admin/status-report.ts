@@ -16,6 +16,7 @@ import { tokenNotSharedReason } from "../token/shared-token-source.js";
 import type { TokenMode } from "../token/token-registry.js";
 import type { TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
+import type { InterceptStatus } from "./status-intercept.js";
 import type { RateLimitStatus } from "./status-pacing.js";
 import {
   applyStatusQuery,
@@ -155,6 +156,8 @@ export interface StatusReport {
   lastReload?: LastReload;
   /** Recent refusals by `upstreams[].allow` (newest first); absent when there were none. */
   callerDenials?: Denial[];
+  /** CONNECT interception (status-intercept.ts); absent without `intercept`. */
+  intercept?: InterceptStatus;
   summary: StatusSummary;
   /** The query as understood, and where this page sits among the matching upstreams. */
   page: {
@@ -220,6 +223,7 @@ export interface StatusInput {
   sharedCacheState?: string | undefined;
   lastReload?: LastReload | undefined;
   callerDenials?: Denial[] | undefined;
+  intercept?: InterceptStatus | undefined;
   query: StatusQuery;
   /** The display cache (createDisplayCache); a fresh one when absent. */
   display?: (config: UpstreamConfig) => UpstreamDisplay;
@@ -253,6 +257,7 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
       : { sharedTokenCache: { kind: "redis" as const, state: input.sharedCacheState } }),
     ...(input.lastReload ? { lastReload: input.lastReload } : {}),
     ...(input.callerDenials?.length ? { callerDenials: input.callerDenials } : {}),
+    ...(input.intercept ? { intercept: input.intercept } : {}),
     summary: summarize(rows, input),
     page: {
       q: input.query.q,

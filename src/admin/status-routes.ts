@@ -18,6 +18,7 @@ import {
 import { type Scrubber, scrubDeep } from "./redact.js";
 import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
 import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
+import type { InterceptStatus } from "./status-intercept.js";
 import {
   renderStatusFragment,
   renderStatusPage,
@@ -63,6 +64,8 @@ export interface StatusRoutesDeps {
   lastReload?: (() => LastReload | undefined) | undefined;
   /** Recent refusals by `upstreams[].allow`, newest first. */
   callerDenials?: (() => Denial[]) | undefined;
+  /** CONNECT interception (CA and intercepted upstreams); undefined without `intercept`. */
+  intercept?: (() => InterceptStatus | undefined) | undefined;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
@@ -108,6 +111,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       sharedCacheState: deps.sharedCacheState?.(),
       lastReload: deps.lastReload?.(),
       callerDenials: deps.callerDenials?.(),
+      intercept: deps.intercept?.(),
       query,
       display,
     });

@@ -6,6 +6,7 @@ import type { Lifecycle } from "../lifecycle.js";
 import type { TokenRegistry } from "../token/token-registry.js";
 import type { CallerSources } from "./caller-sources.js";
 import type { LiveGeneration } from "./generation.js";
+import type { InterceptSource } from "./intercept.js";
 import type { Reloader } from "./reloader.js";
 import type { ProxyServers } from "./servers.js";
 import type { TokenSources } from "./token-sources.js";
@@ -20,18 +21,22 @@ export function createRunControl(deps: {
   live: LiveGeneration;
   sources: TokenSources;
   callerSources: CallerSources;
+  intercept: InterceptSource;
   proxies: ProxyServers;
   admin: FastifyInstance;
   reloader: Reloader;
   lifecycle: Lifecycle;
 }): RunControl {
-  const { config, live, sources, callerSources, proxies, admin, reloader, lifecycle } = deps;
+  const { config, live, sources, callerSources, intercept, proxies, admin, reloader, lifecycle } =
+    deps;
   let startupWatch: NodeJS.Timeout | undefined;
 
   async function listen() {
     try {
       // An unusable users or JWKS file fails the start, before a port is bound.
       await live.generation.callers.ready();
+      // An interception CA that cannot sign fails the start the same way.
+      await intercept.ready();
       const proxyAddresses: AddressInfo[] = [];
       for (const proxy of proxies.servers) proxyAddresses.push(await proxy.listen());
       await admin.listen({ host: config.admin.host, port: config.admin.port });

@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { createAdminServer } from "../admin/admin-server.js";
 import type { LastReload } from "../admin/status-report.js";
 import type { ListenSpec, ProxyConfig } from "../config/types.js";
+import type { CaSummary } from "../intercept/ca.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -78,6 +79,7 @@ export function buildAdminServer(
     sources: TokenSources;
     callerSources: CallerSources;
     lastReload: () => LastReload | undefined;
+    interceptCa: () => CaSummary | undefined;
     onQuit: (() => void) | undefined;
   },
 ): FastifyInstance {
@@ -93,6 +95,7 @@ export function buildAdminServer(
     callerDenials: () => deps.callerSources.denials.recent(),
     rateLimitStatus: (name: string) => live.generation.pacing.statusOf(name),
     currentReadiness: () => live.generation.config.readiness,
+    interceptCa: deps.interceptCa,
     lifecycle: deps.lifecycle,
     metrics: deps.metrics,
     logger: deps.logger,

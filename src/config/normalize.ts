@@ -79,6 +79,7 @@ export const DEFAULTS = {
     http2: false,
     rateLimit: { per: "1s", burst: 0, by: "upstream", scope: "local", wait: "10s" } as const,
     retry: { attempts: 1, on: ["connect", "reset"] as const, budget: "20%" },
+    intercept: false,
     token: {
       defaultExpiresIn: "600s",
       refreshWindow: [0.75, 0.85] as const,
@@ -173,6 +174,10 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
     readiness: readinessConfig(file.readiness?.requireTokens, upstreams),
     callers: callersConfig(file.callers, ctx),
     tracing: { exporter: file.tracing?.exporter },
+    intercept: file.intercept && {
+      caCertFile: resolveFilePath(["intercept", "caCertFile"], file.intercept.caCertFile, ctx),
+      caKeyFile: resolveFilePath(["intercept", "caKeyFile"], file.intercept.caKeyFile, ctx),
+    },
     upstreams,
   };
 }
@@ -300,6 +305,7 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
       on: [...(u.retry?.on ?? D.retry.on)],
       budgetPercent: Number.parseFloat(u.retry?.budget ?? D.retry.budget),
     },
+    intercept: u.intercept ?? D.intercept,
   };
 }
 

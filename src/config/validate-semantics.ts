@@ -23,6 +23,7 @@ import { validateBinding } from "./validate-binding.js";
 import { validateCallers } from "./validate-callers.js";
 import { checkClientAuth, needsSecret } from "./validate-client-auth.js";
 import { durationIsZero, validateDurations } from "./validate-durations.js";
+import { validateIntercept } from "./validate-intercept.js";
 import { validatePacing } from "./validate-pacing.js";
 import { validateRoutes } from "./validate-routes.js";
 
@@ -112,6 +113,7 @@ export async function validateSemantics(
   await validateCallers(doc, ctx, issues);
   validatePacing(doc, issues);
   await validateBinding(doc, ctx, issues);
+  await validateIntercept(doc, ctx, issues);
   const checked = await Promise.all(
     files.map(async (f): Promise<PemFile | { problem: string | undefined }> => {
       const unreadable = await checkReadableFile(f.absolute);

@@ -43,6 +43,7 @@ describe("defaults", () => {
       tokenCache: { redis: undefined, maxSources: 20_000, eagerLimit: 100 },
       callers: { basic: undefined, kubernetes: undefined },
       tracing: { exporter: undefined },
+      intercept: undefined,
       readiness: { requireTokens: "all", chosenBy: "one-client" },
       upstreams: [
         {
@@ -107,6 +108,7 @@ describe("defaults", () => {
           allow: undefined,
           rateLimit: undefined,
           retry: { attempts: 1, on: ["connect", "reset"], budgetPercent: 20 },
+          intercept: false,
         },
       ],
     };
