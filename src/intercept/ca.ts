@@ -56,8 +56,6 @@ export interface CaProblem {
 export const CA_KEYS_SUPPORTED = "an RSA key of at least 2048 bits or an EC P-256 key";
 
 const MIN_RSA_BITS = 2048;
-/** keyUsage keyCertSign (RFC 5280 §4.2.1.3): bit 5, 0x04 of the first byte. */
-const KEY_CERT_SIGN = 0x20;
 const CERTIFICATE_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
 
 /**
@@ -136,14 +134,15 @@ async function readCaCertificate(
   const certificate = read.firstCertificate;
   const name = certificate.subject.replaceAll("\n", ", ");
   let refused = false;
-  if (!certificate.ca) {
+  // Read here rather than node's `ca`, which (OpenSSL's X509_check_ca) also says false for a CA
+  // without keyCertSign: each gets its own message.
+  const { isCa, signsCertificates } = await caExtensions(certificate);
+  if (!isCa) {
     refused = true;
     problem(
       `expected a CA certificate (basicConstraints CA:TRUE), found one for "${name}" that is not a CA in ${file}; make one with \`bearer-proxy intercept-ca --generate DIR\``,
     );
-  }
-  const usage = await keyUsageBits(certificate);
-  if (usage !== undefined && (usage & KEY_CERT_SIGN) === 0) {
+  } else if (signsCertificates === false) {
     refused = true;
     problem(
       `expected a CA certificate whose keyUsage includes keyCertSign, found one for "${name}" without it in ${file}`,
@@ -168,14 +167,21 @@ async function readCaCertificate(
   return { certificate, chainPem };
 }
 
-/** The keyUsage bits (first byte), or undefined when the certificate has no keyUsage. */
-async function keyUsageBits(certificate: X509Certificate): Promise<number | undefined> {
-  // @peculiar/x509 (with its ASN.1 stack) loads only for a configured CA: node:crypto reads
-  // basicConstraints (`ca`) but not keyUsage.
+/** basicConstraints cA, and keyUsage keyCertSign (RFC 5280 §4.2.1.3; undefined without keyUsage). */
+async function caExtensions(
+  certificate: X509Certificate,
+): Promise<{ isCa: boolean; signsCertificates: boolean | undefined }> {
+  // @peculiar/x509 (with its ASN.1 stack) loads only for a configured CA: node:crypto has no
+  // reader for either extension.
   const x509 = await import("@peculiar/x509");
   const parsed = new x509.X509Certificate(certificate.raw);
-  const extension = parsed.getExtension(x509.KeyUsagesExtension);
-  return extension === null ? undefined : extension.usages & 0xff;
+  const constraints = parsed.getExtension(x509.BasicConstraintsExtension);
+  const usage = parsed.getExtension(x509.KeyUsagesExtension);
+  return {
+    isCa: constraints?.ca === true,
+    signsCertificates:
+      usage === null ? undefined : (usage.usages & x509.KeyUsageFlags.keyCertSign) !== 0,
+  };
 }
 
 function readCaKey(
