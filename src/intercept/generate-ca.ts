@@ -72,7 +72,7 @@ export async function generateInterceptCa(
       .match(/.{1,64}/g)
       ?.join("\n") ?? "";
   return {
-    certPem: certificate.toString("pem"),
+    certPem: `${certificate.toString("pem")}\n`,
     keyPem: `-----BEGIN PRIVATE KEY-----\n${body}\n-----END PRIVATE KEY-----\n`,
   };
 }
@@ -97,9 +97,6 @@ export async function writeInterceptCa(
   }
   // `wx` still: two runs racing must not both write.
   await writeFile(keyFile, ca.keyPem, { flag: "wx", mode: 0o600 });
-  await writeFile(certFile, ca.certPem.endsWith("\n") ? ca.certPem : `${ca.certPem}\n`, {
-    flag: "wx",
-    mode: 0o644,
-  });
+  await writeFile(certFile, ca.certPem, { flag: "wx", mode: 0o644 });
   return { certFile, keyFile };
 }

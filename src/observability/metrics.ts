@@ -33,7 +33,7 @@ export interface Metrics {
    * (intercept/handshake-failure.ts: `untrusted_ca`, `timeout`, `closed`, `other`).
    */
   interceptHandshakeFailuresTotal: Counter<"upstream" | "reason">;
-  /** Unix time at which the interception CA's certificate expires (set once it is loaded). */
+  /** Unix time at which the interception CA's certificate expires (set once it is loaded; 0 without). */
   interceptCaExpiryTimestampSeconds: Gauge;
   /** Where `rateLimitQueueDepth` reads from: waiting requests by upstream, at each scrape. */
   watchRateLimitQueues(source: () => Iterable<readonly [string, number]>): void;
@@ -172,7 +172,7 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     }),
     interceptCaExpiryTimestampSeconds: new Gauge({
       name: "bearer_proxy_intercept_ca_expiry_timestamp_seconds",
-      help: "Unix time at which the interception CA certificate (intercept.caCertFile) expires; absent without intercept.",
+      help: "Unix time at which the interception CA certificate (intercept.caCertFile) expires; 0 without intercept.",
       registers,
     }),
     watchRateLimitQueues(source) {

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { loadConfigWithWarnings } from "../../src/config/load.js";
-import { type CaFiles, useCaFiles } from "../intercept/support/ca-files.js";
+import { type CaFiles, useCaFiles } from "../helpers/intercept-ca-files.js";
 import { issuesOfText, yaml } from "./load-helpers.js";
 
 const files = useCaFiles("bp-config-intercept-");

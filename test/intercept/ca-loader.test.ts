@@ -6,7 +6,7 @@ import { chmodSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { BearerProxyError } from "../../src/errors.js";
 import { loadInterceptCa, readInterceptCa } from "../../src/intercept/ca.js";
-import { type CaFiles, useCaFiles } from "./support/ca-files.js";
+import { type CaFiles, useCaFiles } from "../helpers/intercept-ca-files.js";
 
 const files = useCaFiles();
 

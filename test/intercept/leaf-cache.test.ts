@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { type InterceptCa, loadInterceptCa } from "../../src/intercept/ca.js";
 import { createLeafCertificates, LEAF_DEFAULTS } from "../../src/intercept/leaf-certificates.js";
-import { useCaFiles } from "./support/ca-files.js";
+import { useCaFiles } from "../helpers/intercept-ca-files.js";
 
 const HOUR_MS = 3_600_000;
 const files = useCaFiles();

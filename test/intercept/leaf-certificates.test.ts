@@ -17,8 +17,8 @@ import {
   type LeafCertificates,
 } from "../../src/intercept/leaf-certificates.js";
 import { curl } from "../helpers/curl.js";
+import { type CaFiles, useCaFiles } from "../helpers/intercept-ca-files.js";
 import { waitFor } from "../helpers/wait.js";
-import { type CaFiles, useCaFiles } from "./support/ca-files.js";
 
 const HOUR_MS = 3_600_000;
 const files = useCaFiles();

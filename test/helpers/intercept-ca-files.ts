@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generate } from "selfsigned";
 import { afterAll } from "vitest";
-import { generateInterceptCa } from "../../../src/intercept/generate-ca.js";
+import { generateInterceptCa } from "../../src/intercept/generate-ca.js";
 
 export type CaVariant =
   | "ec-p256"
