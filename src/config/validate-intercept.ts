@@ -83,6 +83,7 @@ async function checkCaFiles(
   for (const problem of result.problems ?? []) {
     issues.add(["intercept", problem.field], problem.message);
   }
+  for (const warning of result.warnings) issues.warn(["intercept", warning.field], warning.message);
 }
 
 function parseUrl(value: string): URL | undefined {

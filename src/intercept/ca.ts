@@ -62,14 +62,18 @@ const CERTIFICATE_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICA
  * Read and check both files: every problem found, or the CA. Checks: the key file is readable by
  * its owner only (POSIX mode & 0o077 = 0), an unencrypted PEM key, RSA ≥ 2048 or EC P-256; the
  * certificate is a CA (basicConstraints cA, and keyCertSign when keyUsage is present), valid at
- * `nowMs`, and belongs to the key.
+ * `nowMs`, and belongs to the key. `warnings`: what strict verifiers refuse in a usable CA.
  */
 export async function readInterceptCa(
   files: InterceptCaFiles,
   nowMs: number = Date.now(),
-): Promise<{ ca: InterceptCa; problems?: undefined } | { problems: CaProblem[] }> {
+): Promise<
+  | { ca: InterceptCa; problems?: undefined; warnings: CaProblem[] }
+  | { problems: CaProblem[]; warnings: CaProblem[] }
+> {
   const problems: CaProblem[] = [];
-  const cert = await readCaCertificate(files.caCertFile, nowMs, problems);
+  const warnings: CaProblem[] = [];
+  const cert = await readCaCertificate(files.caCertFile, nowMs, problems, warnings);
   const key = readCaKey(files.caKeyFile, problems);
   if (cert && key && !cert.certificate.checkPrivateKey(key.privateKey)) {
     problems.push({
@@ -77,7 +81,7 @@ export async function readInterceptCa(
       message: `expected the private key of the certificate in caCertFile (${files.caCertFile}), found another key in ${files.caKeyFile}`,
     });
   }
-  if (problems.length > 0 || !cert || !key) return { problems };
+  if (problems.length > 0 || !cert || !key) return { problems, warnings };
   const { certificate } = cert;
   const ca = {
     subject: certificate.subject.replaceAll("\n", ", "),
@@ -91,7 +95,7 @@ export async function readInterceptCa(
     keyKind: key.kind,
   } as InterceptCa;
   Object.defineProperty(ca, "privateKey", { value: key.privateKey, enumerable: false });
-  return { ca };
+  return { ca, warnings };
 }
 
 /** `readInterceptCa`, throwing BP_ERR_INTERCEPT_CA with every problem (for the start). */
@@ -123,6 +127,7 @@ async function readCaCertificate(
   file: string,
   nowMs: number,
   problems: CaProblem[],
+  warnings: CaProblem[],
 ): Promise<{ certificate: X509Certificate; chainPem: string } | undefined> {
   const problem = (message: string) => problems.push({ field: "caCertFile", message });
   const read = readPemFile(file, "cert");
@@ -136,7 +141,7 @@ async function readCaCertificate(
   let refused = false;
   // Read here rather than node's `ca`, which (OpenSSL's X509_check_ca) also says false for a CA
   // without keyCertSign: each gets its own message.
-  const { isCa, signsCertificates } = await caExtensions(certificate);
+  const { isCa, signsCertificates, strictGaps } = await caExtensions(certificate);
   if (!isCa) {
     refused = true;
     problem(
@@ -162,22 +167,39 @@ async function readCaCertificate(
     );
   }
   if (refused) return undefined;
+  if (strictGaps.length > 0) {
+    warnings.push({
+      field: "caCertFile",
+      message: `the CA certificate in ${file} has ${strictGaps.join(", ")}: clients that verify strictly (OpenSSL's X509_STRICT, Python 3.13 and later by default) refuse every certificate it signs; \`bearer-proxy intercept-ca --generate\` and \`openssl req -x509\` make CAs with all three`,
+    });
+  }
   const text = readFileSync(file, "latin1");
   const chainPem = `${(text.match(CERTIFICATE_BLOCK) ?? []).join("\n")}\n`;
   return { certificate, chainPem };
 }
 
-/** basicConstraints cA, and keyUsage keyCertSign (RFC 5280 §4.2.1.3; undefined without keyUsage). */
+/**
+ * basicConstraints cA, keyUsage keyCertSign (RFC 5280 §4.2.1.3; undefined without keyUsage), and
+ * what RFC 5280 wants of a CA that strict verifiers enforce (OpenSSL `check_extensions`).
+ */
 async function caExtensions(
   certificate: X509Certificate,
-): Promise<{ isCa: boolean; signsCertificates: boolean | undefined }> {
+): Promise<{ isCa: boolean; signsCertificates: boolean | undefined; strictGaps: string[] }> {
   // @peculiar/x509 (with its ASN.1 stack) loads only for a configured CA: node:crypto has no
   // reader for either extension.
   const x509 = await import("@peculiar/x509");
   const parsed = new x509.X509Certificate(certificate.raw);
   const constraints = parsed.getExtension(x509.BasicConstraintsExtension);
   const usage = parsed.getExtension(x509.KeyUsagesExtension);
+  const strictGaps = [
+    ...(constraints?.critical === true ? [] : ["basicConstraints not marked critical"]),
+    ...(usage === null ? ["no keyUsage extension"] : []),
+    ...(parsed.getExtension(x509.SubjectKeyIdentifierExtension) === null
+      ? ["no subjectKeyIdentifier"]
+      : []),
+  ];
   return {
+    strictGaps,
     isCa: constraints?.ca === true,
     signsCertificates:
       usage === null ? undefined : (usage.usages & x509.KeyUsageFlags.keyCertSign) !== 0,

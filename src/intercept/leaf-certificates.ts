@@ -165,8 +165,8 @@ interface Signer {
   caSigningKey: webcrypto.CryptoKey;
   signingAlgorithm: { name: string; hash: string };
   issuer: InstanceType<X509Module["Name"]>;
-  /** The CA's subjectKeyIdentifier, for the leaves' authorityKeyIdentifier; undefined: none. */
-  caKeyId: string | undefined;
+  /** The leaves' authorityKeyIdentifier: the CA's own subjectKeyIdentifier, else its key's hash. */
+  authorityKeyId: string;
   chainPem: string;
   leafPublicKey: webcrypto.CryptoKey;
   leafKeyPem: string;
@@ -174,6 +174,7 @@ interface Signer {
 
 async function createSigner(ca: InterceptCa): Promise<Signer> {
   const x509 = await import("@peculiar/x509");
+  const crypto = libraryCrypto();
   const caKey: KeyObject = ca.privateKey;
   const signingAlgorithm =
     ca.keyKind === "rsa"
@@ -204,11 +205,21 @@ async function createSigner(ca: InterceptCa): Promise<Signer> {
     // The CA's subject as it is encoded (not re-typed from text): chain builders that compare
     // names byte for byte (Go, some Java stacks) find the issuer.
     issuer: caCertificate.subjectName,
-    caKeyId: caCertificate.getExtension(x509.SubjectKeyIdentifierExtension)?.keyId,
+    // Strict verifiers (OpenSSL's X509_STRICT, Python 3.13's default) refuse a leaf without an
+    // authorityKeyIdentifier; OpenSSL compares it with the CA's subjectKeyIdentifier when the
+    // CA has one, so that one is copied, and the key's SHA-1 (RFC 5280 §4.2.1.2) used otherwise.
+    authorityKeyId:
+      caCertificate.getExtension(x509.SubjectKeyIdentifierExtension)?.keyId ??
+      Buffer.from(await caCertificate.publicKey.getKeyIdentifier(crypto)).toString("hex"),
     chainPem: ca.chainPem,
     leafPublicKey,
     leafKeyPem: leafKeys.privateKey.export({ format: "pem", type: "pkcs8" }) as string,
   };
+}
+
+/** Node's webcrypto as the library types it (the DOM `Crypto`, which it is). */
+function libraryCrypto(): Parameters<X509Module["X509CertificateGenerator"]["create"]>[1] {
+  return webcrypto as unknown as Parameters<X509Module["X509CertificateGenerator"]["create"]>[1];
 }
 
 async function mint(
@@ -248,9 +259,7 @@ async function mint(
             isIpHost(host) ? { type: "ip", value: host } : { type: "dns", value: host },
           ]),
           await x509.SubjectKeyIdentifierExtension.create(signer.leafPublicKey, false, crypto),
-          ...(signer.caKeyId === undefined
-            ? []
-            : [new x509.AuthorityKeyIdentifierExtension(signer.caKeyId)]),
+          new x509.AuthorityKeyIdentifierExtension(signer.authorityKeyId),
         ],
       },
       crypto,

@@ -166,6 +166,18 @@ describe("intercept in the configuration", () => {
     ]);
   });
 
+  it("warns about a CA that strict verifiers (Python 3.13+) refuse, naming what it lacks", async () => {
+    // selfsigned's CA here has basicConstraints and keyUsage, but no subjectKeyIdentifier.
+    const ca = await files.writeCa("rsa-2048");
+    const { warnings } = await loadConfigWithWarnings({
+      configText: config(ca, upstream("sheets", "https://api.example.com")),
+      env: {},
+    });
+    expect(warnings).toEqual([
+      `intercept.caCertFile: the CA certificate in ${ca.caCertFile} has no subjectKeyIdentifier: clients that verify strictly (OpenSSL's X509_STRICT, Python 3.13 and later by default) refuse every certificate it signs; \`bearer-proxy intercept-ca --generate\` and \`openssl req -x509\` make CAs with all three (line 2)`,
+    ]);
+  });
+
   it("warns when the CA is configured but no upstream is intercepted", async () => {
     const ca = await files.writeCa("ec-p256");
     const { warnings } = await loadConfigWithWarnings({
