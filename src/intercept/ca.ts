@@ -11,6 +11,7 @@
  */
 import type { KeyObject, X509Certificate } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
+import { checkReadableFile } from "../config/readable-file.js";
 import { readPemFile } from "../config/tls-files.js";
 import { BearerProxyError } from "../errors.js";
 
@@ -73,8 +74,18 @@ export async function readInterceptCa(
 > {
   const problems: CaProblem[] = [];
   const warnings: CaProblem[] = [];
-  const cert = await readCaCertificate(files.caCertFile, nowMs, problems, warnings);
-  const key = readCaKey(files.caKeyFile, problems);
+  // Unreadable files get the words every other file field gets.
+  const [certUnreadable, keyUnreadable] = await Promise.all([
+    checkReadableFile(files.caCertFile),
+    checkReadableFile(files.caKeyFile),
+  ]);
+  if (certUnreadable !== undefined) problems.push({ field: "caCertFile", message: certUnreadable });
+  if (keyUnreadable !== undefined) problems.push({ field: "caKeyFile", message: keyUnreadable });
+  const cert =
+    certUnreadable === undefined
+      ? await readCaCertificate(files.caCertFile, nowMs, problems, warnings)
+      : undefined;
+  const key = keyUnreadable === undefined ? readCaKey(files.caKeyFile, problems) : undefined;
   if (cert && key && !cert.certificate.checkPrivateKey(key.privateKey)) {
     problems.push({
       field: "caKeyFile",
