@@ -4,8 +4,9 @@
  * loader ask the same function, so a CA refused by `validate` is refused at start for the same
  * reason, naming the same file.
  *
- * Whoever holds this key can impersonate every intercepted host to every client that trusts the
- * certificate: a key readable by group or others is refused, the key is kept off the object's
+ * Whoever holds this key can impersonate any host to every client that trusts the certificate
+ * (bearer-proxy signs only for intercepted hosts; the key can sign anything): a key readable by
+ * group or others is refused, the key is kept off the object's
  * enumerable properties (no log serializer can walk into it), and messages name files, never
  * their contents.
  */
@@ -36,7 +37,7 @@ export interface CaSummary {
   certFile: string;
 }
 
-/** A loaded, checked CA. `key` is not enumerable: JSON and log serializers never see it. */
+/** A loaded, checked CA. `privateKey` is not enumerable: JSON and log serializers never see it. */
 export interface InterceptCa extends CaSummary {
   /** The signing certificate (caCertFile's first). */
   certificate: X509Certificate;
