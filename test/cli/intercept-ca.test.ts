@@ -69,8 +69,10 @@ describe.concurrent("bearer-proxy intercept-ca", () => {
       file,
       `intercept:\n  caCertFile: intercept-ca.pem\n  caKeyFile: intercept-ca-key.pem\n${UPSTREAM}`,
     );
-    for (const command of ["intercept-ca", "validate"]) {
-      const { code, stdout, stderr } = await cli.run([command, "--config", file]);
+    const commands = ["intercept-ca", "validate"];
+    const results = await Promise.all(commands.map((c) => cli.run([c, "--config", file])));
+    for (const [i, { code, stdout, stderr }] of results.entries()) {
+      const command = commands[i];
       expect(code, command).toBe(1);
       expect(stdout, command).toBe("");
       expect(stderr, command).toContain(
@@ -98,17 +100,18 @@ describe.concurrent("bearer-proxy intercept-ca", () => {
       file,
       `intercept:\n  caCertFile: ${certFile}\n  caKeyFile: ${keyFile}\n${UPSTREAM}`,
     );
-    const validated = await cli.run(["validate", "--config", file]);
+    const [validated, printed, again] = await Promise.all([
+      cli.run(["validate", "--config", file]),
+      cli.run(["intercept-ca", "--config", file]),
+      // Never over a CA clients may already trust.
+      cli.run(["intercept-ca", "--generate", target]),
+    ]);
     expect(validated).toMatchObject({ code: 0, stderr: "" });
-    const printed = await cli.run(["intercept-ca", "--config", file]);
     expect(printed).toMatchObject({ code: 0, stdout: made.stdout });
-
-    // Never over a CA clients may already trust.
-    const again = await cli.run(["intercept-ca", "--generate", target]);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain(`${certFile} exists: refusing to overwrite`);
     expect(again.stdout).toBe("");
-  });
+  }, 90_000); // two rounds of CLI processes: seconds each on a loaded machine
 
   it("--generate reads no configuration, and says so when given one", async () => {
     const { code, stderr } = await cli.run([
