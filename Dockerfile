@@ -25,7 +25,8 @@ ENV npm_config_fund=false \
 
 # Dependencies first so the layer is cached until the lockfile changes. --ignore-scripts: the
 # package's own `prepare` script builds, which needs the sources copied below; no dependency
-# needs an install script (no native addons).
+# needs an install script (the one native addon, @node-rs/bcrypt, comes prebuilt as an optional
+# dependency for the build's platform, which the runtime image shares: glibc, same architecture).
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts
 

@@ -30,6 +30,11 @@ export interface AppDeps {
   metrics?: Metrics;
   /** Spans per request (createTracing at start); default: off. */
   tracing?: Tracing;
+  /**
+   * Monotonic ms of the caller failure throttle (its windows and blocks, and when connections
+   * proved their credentials); default performance.now.
+   */
+  throttleClock?: () => number;
 }
 
 export interface App {
@@ -64,8 +69,9 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   const { logger } = deps;
   const metrics = deps.metrics ?? createMetrics();
   const lifecycle = createLifecycle();
+  metrics.watchWaiting(() => lifecycle.waiting.waiting);
   const sources = buildTokenSources(config, { logger, metrics, tracing: deps.tracing });
-  const callerSources = buildCallerSources({ logger, metrics });
+  const callerSources = buildCallerSources({ logger, metrics, now: deps.throttleClock });
   const intercept = buildInterceptSource(config, { logger, metrics });
   // Built now, not on first use: an unreadable CA or key file fails the start, not a request.
   const live: LiveGeneration = { generation: buildGeneration(config, sources, callerSources) };

@@ -14,6 +14,8 @@
 /** Codes a client can see in `bearer-proxy-error` and the JSON body, with their HTTP status. */
 export const PROXY_ERROR_STATUS = {
   bad_request: 400,
+  /** An encoded slash (`%2F`) in the path with `paths.escapedSlashes: reject`. */
+  ambiguous_path: 400,
   host_not_allowed: 403,
   /** A caller (or address) that no rule of the upstream's `allow` list admits. */
   caller_not_allowed: 403,
@@ -26,7 +28,10 @@ export const PROXY_ERROR_STATUS = {
   uri_too_long: 414,
   /** An `Expect` other than `100-continue` (RFC 9110 §10.1.1). */
   expectation_failed: 417,
-  /** Too many failed `Proxy-Authorization` attempts from this address lately. */
+  /**
+   * Too many failed `Proxy-Authorization` attempts from this address lately (a verification in
+   * flight counts as one until it ends).
+   */
   caller_throttled: 429,
   /** `upstreams[].rateLimit`: the request's turn would come after `rateLimit.wait` (or the queue is full). */
   rate_limited: 429,
@@ -51,6 +56,12 @@ export const PROXY_ERROR_STATUS = {
    * would ask for other credentials. With `Retry-After`.
    */
   caller_keys_unavailable: 503,
+  /**
+   * A Basic credential that could not be checked now: `callers.basic.maxConcurrentChecks`
+   * password checks run and `maxQueuedChecks` wait already. Not 407 (the password may be good)
+   * and not counted toward `caller_throttled`. With `Retry-After: 1`.
+   */
+  caller_checks_busy: 503,
   shutting_down: 503,
   /** No pooled upstream connection came free within `timeouts.queue`. */
   upstream_busy: 503,
@@ -63,6 +74,25 @@ export const PROXY_ERROR_STATUS = {
 } as const;
 
 export type ProxyErrorCode = keyof typeof PROXY_ERROR_STATUS;
+
+/**
+ * Answers that are the gateway's policy at work, not trouble: a caller that an upstream's `allow`
+ * list refused (407, 403, and 429 after repeated bad credentials) or its `rateLimit` paced (429).
+ * /status and its page count them apart from errors, so an upstream is not listed as a problem
+ * for doing what it was configured to do. `caller_keys_unavailable` is not one (the gateway
+ * could not check a credential), nor `upstream_rate_limited` (the upstream asked to slow down).
+ */
+export const POLICY_REFUSAL_CODES: ReadonlySet<string> = new Set<ProxyErrorCode>([
+  "caller_unauthenticated",
+  "caller_not_allowed",
+  "caller_throttled",
+  "rate_limited",
+]);
+
+/** True for a code the gateway answers by policy (POLICY_REFUSAL_CODES). */
+export function isPolicyRefusal(code: string): boolean {
+  return POLICY_REFUSAL_CODES.has(code);
+}
 
 /** Internal error codes; each maps to the public code used when it reaches a client. */
 export const ERROR_CODES = {

@@ -1,10 +1,11 @@
 /**
  * The process's lifecycle state, shared by the proxy listener (refuses nothing while draining,
- * but adds `Connection: close`) and admin routes (/readyz fails from the first signal on), and
- * the process-wide request load every listener counts into (/readyz fails on sustained
- * overload; see proxy/overload.ts).
+ * but adds `Connection: close`) and admin routes (/readyz fails from the first signal on), the
+ * process-wide request load every listener counts into (/readyz fails on sustained overload;
+ * see proxy/overload.ts), and the requests waiting for a pacing turn, which are not in it.
  */
 import { createProcessLoad, type ProcessLoad } from "./proxy/overload.js";
+import { createWaitingRoom, type WaitingRoom } from "./proxy/pacing/waiting-room.js";
 
 export type LifecyclePhase = "starting" | "running" | "draining" | "stopped";
 
@@ -16,6 +17,11 @@ export interface Lifecycle {
   readonly load: ProcessLoad;
   /** Upgraded connections (and upgrades awaiting their 101) over every listener (`limits.maxUpgrades`). */
   readonly upgrades: ProcessLoad;
+  /**
+   * Requests (and handshakes) waiting for a pacing turn or an upstream's pause, over every
+   * listener: out of `load` and `upgrades` while they wait (`limits.maxWaiting`).
+   */
+  readonly waiting: WaitingRoom;
   markStarted(): void;
   markRunning(): void;
   markDraining(): void;
@@ -28,9 +34,11 @@ export function createLifecycle(): Lifecycle {
   let started = false;
   const load = createProcessLoad();
   const upgrades = createProcessLoad();
+  const waiting = createWaitingRoom();
   return {
     load,
     upgrades,
+    waiting,
     get phase() {
       return phase;
     },

@@ -6,6 +6,7 @@
 
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Denial } from "../callers/denial-log.js";
+import type { CallersStatus } from "../callers/types.js";
 import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { CaSummary } from "../intercept/ca.js";
 import type { Lifecycle } from "../lifecycle.js";
@@ -56,10 +57,14 @@ export interface AdminServerDeps {
   currentUpstreams?: () => readonly UpstreamConfig[];
   /** The readiness policy now (a reload may change it); default `config.readiness`. */
   currentReadiness?: () => ProxyConfig["readiness"];
+  /** The limits now (a reload may change them); default `config.limits`. */
+  currentLimits?: () => ProxyConfig["limits"];
   /** The last configuration reload, shown on /status. */
   lastReload?: () => LastReload | undefined;
   /** Recent refusals by `upstreams[].allow`, shown on /status. */
   callerDenials?: () => Denial[];
+  /** The callers room's state (users file, password checks, blocks), shown on /status. */
+  callersStatus?: () => CallersStatus | undefined;
   /** An upstream's pacing (limit, queue, pause, retry budget) for /status; undefined: none. */
   rateLimitStatus?: (upstreamName: string) => RateLimitStatus | undefined;
   /** The interception CA once loaded (`intercept`); /status shows its public facts. */
@@ -167,11 +172,13 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     sharedCacheState: deps.sharedCacheState,
     lastReload: deps.lastReload,
     callerDenials: deps.callerDenials,
+    callersStatus: deps.callersStatus,
     currentReadiness: deps.currentReadiness,
     intercept: () =>
       deps.config.intercept === undefined
         ? undefined
         : interceptStatus(deps.interceptCa?.(), upstreamsNow(), now()),
+    currentLimits: deps.currentLimits ?? (() => deps.config.limits),
   });
 
   let quitting = false;

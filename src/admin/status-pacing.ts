@@ -5,6 +5,38 @@
  */
 import type { RateLimitConfig, RetryConfig } from "../config/types.js";
 import type { PacerState } from "../proxy/pacing/limiter.js";
+import type { WaitingLimits, WaitingState } from "../proxy/pacing/waiting-room.js";
+
+/**
+ * Requests waiting for a pacing turn or an upstream's pause, over every upstream (issue 30
+ * item 3): out of `limits.maxInFlight`, bounded by `maxWaiting` and `maxWaitingPerCaller`.
+ */
+export interface WaitingStatus {
+  /** Waiting now. */
+  requests: number;
+  maxWaiting: number;
+  /** Callers (an `allow` identity, else a peer address) with a request waiting. */
+  callers: number;
+  /** The most requests one caller has waiting. */
+  mostByOneCaller: number;
+  maxWaitingPerCaller: number;
+  /** Requests answered 429 `rate_limited` for want of a place, since start, by the bound. */
+  refused: { maxWaiting: number; maxWaitingPerCaller: number };
+}
+
+export function waitingStatus(state: WaitingState, limits: WaitingLimits): WaitingStatus {
+  return {
+    requests: state.waiting,
+    maxWaiting: limits.maxWaiting,
+    callers: state.callers,
+    mostByOneCaller: state.mostByOneCaller,
+    maxWaitingPerCaller: limits.maxWaitingPerCaller,
+    refused: {
+      maxWaiting: state.refused.max_waiting,
+      maxWaitingPerCaller: state.refused.max_waiting_per_caller,
+    },
+  };
+}
 
 export interface RateLimitStatus {
   /** `upstreams[].rateLimit` as configured; null without one (only the upstream's pauses hold). */

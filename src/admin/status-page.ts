@@ -10,6 +10,7 @@
  * HTML-escaped, so a hostile upstream name or IdP error cannot run anything in the browser.
  */
 import { createHash } from "node:crypto";
+import { isPolicyRefusal } from "../errors.js";
 import type { TokenMode } from "../token/token-registry.js";
 import { escapeHtml } from "./html.js";
 import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
@@ -21,8 +22,16 @@ import {
   renderTokenTimeline,
 } from "./status-charts.js";
 import { renderInterceptSection } from "./status-intercept.js";
+import {
+  allowCell,
+  allowDetail,
+  refusalCodes,
+  renderRefusalSummary,
+  renderUpstreamRefusals,
+  routeLabel,
+} from "./status-page-access.js";
 import { TOKEN_STATES } from "./status-query.js";
-import type { StatusReport, UpstreamDetail } from "./status-report.js";
+import type { StatusReport, TokenReport, UpstreamDetail } from "./status-report.js";
 
 export { escapeHtml } from "./html.js";
 
@@ -46,8 +55,24 @@ const READINESS_REASONS: Readonly<Record<string, string>> = {
   "several-clients": "default for several credentials",
 };
 
-/** Render the whole document: header, search form, then the live part. */
-export function renderStatusPage(report: StatusReport, detail?: UpstreamDetail): string {
+/** Requests waiting for a pacing turn, shown while some wait or once places were refused. */
+function waitingMeta(waiting: StatusReport["waiting"]): string {
+  if (waiting === undefined) return "";
+  const refused = waiting.refused.maxWaiting + waiting.refused.maxWaitingPerCaller;
+  if (waiting.requests === 0 && refused === 0) return "";
+  const text = `waiting <b>${waiting.requests}</b> / ${waiting.maxWaiting}${refused > 0 ? `, ${refused} refused a place` : ""}`;
+  return `<span class="meta">${text}</span>\n`;
+}
+
+/**
+ * Render the whole document: header, search form, then the live part. `notice`: a line above
+ * it (e.g. that the upstream a link named does not exist).
+ */
+export function renderStatusPage(
+  report: StatusReport,
+  detail?: UpstreamDetail,
+  notice?: string,
+): string {
   const p = report.page;
   return `<!doctype html>
 <html lang="en">
@@ -66,7 +91,7 @@ export function renderStatusPage(report: StatusReport, detail?: UpstreamDetail):
 <span class="meta" id="ready-badge">${badge(report.ready ? "ready" : "not ready")}</span>
 <span class="meta">readiness requires tokens: <b>${escapeHtml(report.readiness.requireTokens)}</b> (${escapeHtml(READINESS_REASONS[report.readiness.chosenBy] ?? report.readiness.chosenBy)})</span>
 <span class="meta">up ${escapeHtml(formatSeconds(report.uptimeSeconds))}</span>
-${report.sharedTokenCache ? `<span class="meta">redis token cache ${badge(report.sharedTokenCache.state)}</span>\n` : ""}</header>
+${report.sharedTokenCache ? `<span class="meta">redis token cache ${badge(report.sharedTokenCache.state)}</span>\n` : ""}${waitingMeta(report.waiting)}${renderCallersMeta(report.callers)}</header>
 <form id="filters" method="get" action="/status" role="search">
 <input type="hidden" name="upstream" value="${escapeHtml(detail?.name ?? "")}">
 <label>Search <input type="search" name="q" value="${escapeHtml(p.q)}" placeholder="name or base URL" autocomplete="off" spellcheck="false"></label>
@@ -97,7 +122,12 @@ ${report.sharedTokenCache ? `<span class="meta">redis token cache ${badge(report
 <button type="submit">Apply</button>
 <span id="refresh-state" class="muted" aria-live="polite"></span>
 </form>
-<div id="live">
+${
+  notice === undefined
+    ? ""
+    : `<p class="notice error" role="alert">${escapeHtml(notice)}</p>
+`
+}<div id="live">
 ${renderStatusFragment(report, detail)}
 </div>
 <footer>Times are UTC. Tokens are shown only as fingerprints (first 8 hex of SHA-256). The data refreshes every ${STATUS_PAGE_REFRESH_SECONDS} s. JSON: <code>curl /status</code> (same filters: <code>?state=failing&amp;q=…&amp;limit=…&amp;offset=…</code>).</footer>
@@ -114,7 +144,7 @@ ${renderSummary(report, link)}
 ${report.intercept ? renderInterceptSection(report.intercept) : ""}
 <div class="columns${detail ? " with-detail" : ""}">
 ${renderList(report, link, detail?.name)}
-${detail ? renderDetail(detail, link) : ""}
+${detail ? renderDetail(detail, link, report) : ""}
 </div>
 </div>`;
 }
@@ -146,7 +176,10 @@ function renderSummary(report: StatusReport, link: Link): string {
 <div class="states">Token states: <a class="count" data-nav href="${escapeHtml(link({ state: "", offset: 0 }))}">all <b>${s.upstreams}</b></a> ${stateLinks}</div>
 <div class="overview">
 <figure><figcaption>All requests (blue) and errors (red), last 15 minutes</figcaption>${renderRateChart(s.series)}</figure>
+<div class="side">
 <div class="problem-list"><h2>Problems (${s.problemCount})</h2>${problems}</div>
+${renderRefusalSummary(s.policyRefusals, report.callerDenials ?? [], (name) => link({ upstream: name }))}
+</div>
 </div>
 </section>`;
 }
@@ -162,10 +195,14 @@ function renderList(report: StatusReport, link: Link, selected: string | undefin
 <td><a data-nav href="${escapeHtml(link({ upstream: u.name }))}">${escapeHtml(u.name)}</a></td>
 <td>${badge(t.state)}</td>
 <td>${u.prefetch ? "prefetch" : "lazy"}</td>
-<td class="url">${escapeHtml(u.baseUrl)}</td>
+<td class="route">${escapeHtml(routeLabel(u.route))}</td>
+<td>${escapeHtml(u.apiVersion)}</td>
+<td class="allow wide">${allowCell(u.allow)}</td>
+<td class="url wide">${escapeHtml(u.baseUrl)}</td>
 <td>${escapeHtml(formatSecondsToExpiry(t.secondsToExpiry))}</td>
 <td class="num">${formatRate(u.rates.requestsPerSecond)}</td>
 <td class="num${u.rates.errorsPerSecond > 0 ? " error" : ""}">${formatRate(u.rates.errorsPerSecond)}</td>
+<td class="num${u.requests.policyRefusals > 0 ? " refused" : ""}">${u.requests.policyRefusals}</td>
 <td class="last-error">${t.lastError ? `<span class="error">${escapeHtml(t.lastError.code)}</span> ${escapeHtml(truncate(t.lastError.message, 80))}` : ""}</td>
 </tr>`;
     })
@@ -184,7 +221,7 @@ ${
   p.returned === 0
     ? '<p class="empty">No upstream matches.</p>'
     : `<table>
-<thead><tr><th>Upstream</th><th>Token</th><th>Mode</th><th>Base URL</th><th>Expires</th><th class="num">Req/s</th><th class="num">Err/s</th><th>Last error</th></tr></thead>
+<thead><tr><th>Upstream</th><th>Token</th><th>Mode</th><th>Route</th><th>API version</th><th class="wide">Allow</th><th class="wide">Base URL</th><th>Expires</th><th class="num">Req/s</th><th class="num">Err/s</th><th class="num" title="requests answered by policy since start (allow, rateLimit)">Refused</th><th>Last error</th></tr></thead>
 <tbody>
 ${rows}
 </tbody>
@@ -194,19 +231,28 @@ ${rows}
 </section>`;
 }
 
-function renderDetail(u: UpstreamDetail, link: Link): string {
+function renderDetail(u: UpstreamDetail, link: Link, report: StatusReport): string {
   const t = u.token;
   const r = u.requests;
   const classes = Object.entries(r.byStatusClass)
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([cls, n]) => `${cls}: ${n}`)
     .join(", ");
-  const errorCodes = Object.entries(r.errorsByCode)
+  // Policy refusals are counted among the proxy's answers but shown apart: they are no errors.
+  const byCode = Object.entries(r.errorsByCode);
+  const errorCodes = byCode
+    .filter(([code]) => !isPolicyRefusal(code))
     .map(([code, n]) => `${code}: ${n}`)
     .join(", ");
+  const refused = refusalCodes(
+    Object.fromEntries(byCode.filter(([code]) => isPolicyRefusal(code))),
+  );
+  const shared = report.sharedTokenCache !== undefined || t.sharedCacheHits > 0;
   const rows: [string, string][] = [
     ["Base URL", escapeHtml(u.baseUrl)],
     ["API version", escapeHtml(u.apiVersion)],
+    ["Route", escapeHtml(routeLabel(u.route))],
+    ["Allow", allowDetail(u.allow)],
     ["Token endpoint", escapeHtml(u.tokenUrl)],
     ["Token mode", escapeHtml(modeLabel(u.tokenMode))],
     ["Token state", badge(t.state)],
@@ -225,9 +271,13 @@ function renderDetail(u: UpstreamDetail, link: Link): string {
         : `${escapeHtml(t.lastFetchAt)}${t.lastFetchDurationMs === null ? "" : ` in ${t.lastFetchDurationMs} ms`}`,
     ],
     ["Next refresh", text(t.nextRefreshAt)],
-    ["Fetches / failures", `${t.fetchCount} / ${t.failureCount}`],
+    ["Token source", originLabel(t, u.tokenNotShared)],
+    ["Token endpoint requests / failures", `${t.fetchCount} / ${t.failureCount}`],
+    ...(shared
+      ? [["Taken from the shared cache", String(t.sharedCacheHits)] as [string, string]]
+      : []),
     [
-      "Last error",
+      "Last token error",
       t.lastError === null
         ? "—"
         : `<span class="error">${escapeHtml(t.lastError.code)}: ${escapeHtml(t.lastError.message)}</span> at ${escapeHtml(t.lastError.at)}`,
@@ -236,7 +286,14 @@ function renderDetail(u: UpstreamDetail, link: Link): string {
       "Requests",
       `${r.total} total${classes ? ` (${escapeHtml(classes)})` : ""}, ${r.inFlight} in flight`,
     ],
-    ["Proxy errors", `${r.errors}${errorCodes ? ` (${escapeHtml(errorCodes)})` : ""}`],
+    [
+      "Proxy errors",
+      `${r.errors - r.policyRefusals}${errorCodes ? ` (${escapeHtml(errorCodes)})` : ""}`,
+    ],
+    [
+      "Refused by policy",
+      `<span class="${r.policyRefusals > 0 ? "refused" : ""}">${r.policyRefusals}</span>${refused ? ` (${refused})` : ""}`,
+    ],
     ["401 replays", String(r.replays)],
   ];
   const table = rows.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join("\n");
@@ -252,7 +309,22 @@ ${renderTokenTimeline(u.timeline)}
 <table class="facts">
 ${table}
 </table>
+${renderUpstreamRefusals(u.name, report.callerDenials ?? [])}
 </section>`;
+}
+
+/** Where the current token came from and when; why it is not shared, when it is not. */
+function originLabel(t: TokenReport, notShared: string | undefined): string {
+  const why =
+    notShared === undefined
+      ? ""
+      : ` <span class="muted">(not shared: ${escapeHtml(notShared)})</span>`;
+  const o = t.origin;
+  if (o === null) return `—${why}`;
+  if (o.source === "token-endpoint") {
+    return `token endpoint, at ${escapeHtml(o.receivedAt)}${why}`;
+  }
+  return `shared Redis cache, read at ${escapeHtml(o.receivedAt)} (issued at ${escapeHtml(o.issuedAt)} to the replica that asked)`;
 }
 
 /** "prefetch" or "lazy", and what decided it, as the operator's config would say it. */
@@ -302,6 +374,32 @@ function options(choices: readonly [string, string][], selected: string): string
         `<option value="${escapeHtml(value)}"${value === selected ? " selected" : ""}>${escapeHtml(label)}</option>`,
     )
     .join("");
+}
+
+/** The callers room in the header: the users file (stale while refused), checks, blocks. */
+function renderCallersMeta(callers: StatusReport["callers"]): string {
+  if (!callers) return "";
+  const parts: string[] = [];
+  const file = callers.usersFile;
+  if (file) {
+    const why =
+      file.stale && file.problem
+        ? ` <span class="muted">${escapeHtml(truncate(file.problem, 120))}</span>`
+        : "";
+    parts.push(
+      `<span class="meta" id="users-file">users file ${badge(file.stale ? "stale" : "loaded")} ${file.users} user${file.users === 1 ? "" : "s"}${why}</span>`,
+    );
+  }
+  const checks = callers.passwordChecks;
+  if (checks) {
+    parts.push(
+      `<span class="meta">password checks ${checks.running} running, ${checks.queued} waiting (at most ${checks.maxConcurrent} / ${checks.maxQueued})</span>`,
+    );
+  }
+  if (callers.blockedAddresses > 0) {
+    parts.push(`<span class="meta">blocked addresses <b>${callers.blockedAddresses}</b></span>`);
+  }
+  return parts.map((part) => `${part}\n`).join("");
 }
 
 function badge(label: string): string {

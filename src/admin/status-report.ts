@@ -8,16 +8,18 @@
  */
 import { summarizeAllowRule } from "../callers/allow.js";
 import type { Denial } from "../callers/denial-log.js";
+import type { CallersStatus } from "../callers/types.js";
 import type { ClientAuthMethod, ReadinessConfig, UpstreamConfig } from "../config/types.js";
+import { isPolicyRefusal } from "../errors.js";
 import type { LifecyclePhase } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { RateSeries, RecentRate } from "../observability/request-rates.js";
 import { tokenNotSharedReason } from "../token/shared-token-source.js";
 import type { TokenMode } from "../token/token-registry.js";
-import type { TokenState, TokenStatus } from "../token/types.js";
+import type { TokenOrigin, TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
 import type { InterceptStatus } from "./status-intercept.js";
-import type { RateLimitStatus } from "./status-pacing.js";
+import type { RateLimitStatus, WaitingStatus } from "./status-pacing.js";
 import {
   applyStatusQuery,
   isProblem,
@@ -39,8 +41,17 @@ export interface TokenReport {
   /** `excerpt`: scrubbed start of a token endpoint's non-RFC 6749 error body, when it sent one. */
   lastError: { code: string; message: string; at: string; excerpt?: string } | null;
   nextRefreshAt: string | null;
+  /** Token endpoint requests (failed ones included); tokens read from the shared cache are not. */
   fetchCount: number;
   failureCount: number;
+  /** Tokens taken from the shared Redis cache (`tokenCache.redis`) instead of a request. */
+  sharedCacheHits: number;
+  /**
+   * Where the current token came from: this replica's token endpoint request, or the shared
+   * cache (another replica's request); when this replica got it, and when it was issued.
+   * Null without a current token.
+   */
+  origin: { source: TokenOrigin; receivedAt: string; issuedAt: string } | null;
 }
 
 export interface RequestCounts {
@@ -51,8 +62,23 @@ export interface RequestCounts {
   /** Errors the proxy answered itself. */
   errors: number;
   errorsByCode: Record<string, number>;
+  /**
+   * Of `errors`, those answered by policy (`allow`, `rateLimit`: errors.ts isPolicyRefusal):
+   * the gateway working, not trouble; the rates and the problem list leave them out.
+   */
+  policyRefusals: number;
   /** Requests replayed with a fresh token after an upstream 401. */
   replays: number;
+}
+
+/** How requests reach an upstream (`listen`, `match`), as the router sees them. */
+export interface RouteReport {
+  /** The upstream's own listener (`host:port`), or null: the main listener. */
+  listen: string | null;
+  /** `match.hosts`; empty: any host. */
+  hosts: readonly string[];
+  pathPrefix: string;
+  stripPrefix: boolean;
 }
 
 export interface UpstreamReport {
@@ -60,6 +86,7 @@ export interface UpstreamReport {
   baseUrl: string;
   apiVersion: string;
   tokenUrl: string;
+  route: RouteReport;
   /** True when the token is fetched at start; false for lazy upstreams (fetched on first use). */
   prefetch: boolean;
   /** How the proxy authenticates to the token endpoint (the method only, never key or secret). */
@@ -125,6 +152,11 @@ export interface StatusSummary {
   requests: RecentRate;
   /** Upstreams without a usable token, failing refreshes or answering errors now. */
   problemCount: number;
+  /**
+   * Requests answered by policy since start (`allow` refusals, `rateLimit`), by code, over every
+   * upstream: counted apart from errors and problems.
+   */
+  policyRefusals: { total: number; byCode: Record<string, number> };
   /** The worst of them, at most SUMMARY_PROBLEMS. */
   problems: ProblemEntry[];
   /** Gateway-wide requests and errors of the last 15 minutes. */
@@ -158,6 +190,10 @@ export interface StatusReport {
   callerDenials?: Denial[];
   /** CONNECT interception (status-intercept.ts); absent without `intercept`. */
   intercept?: InterceptStatus;
+  /** Requests waiting for a pacing turn or a pause, and the places refused (`limits.maxWaiting`). */
+  waiting?: WaitingStatus;
+  /** The users file, password check queue and blocked addresses; absent when no rule names callers. */
+  callers?: CallersStatus;
   summary: StatusSummary;
   /** The query as understood, and where this page sits among the matching upstreams. */
   page: {
@@ -224,6 +260,8 @@ export interface StatusInput {
   lastReload?: LastReload | undefined;
   callerDenials?: Denial[] | undefined;
   intercept?: InterceptStatus | undefined;
+  waiting?: WaitingStatus | undefined;
+  callers?: CallersStatus | undefined;
   query: StatusQuery;
   /** The display cache (createDisplayCache); a fresh one when absent. */
   display?: (config: UpstreamConfig) => UpstreamDisplay;
@@ -258,7 +296,9 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
     ...(input.lastReload ? { lastReload: input.lastReload } : {}),
     ...(input.callerDenials?.length ? { callerDenials: input.callerDenials } : {}),
     ...(input.intercept ? { intercept: input.intercept } : {}),
-    summary: summarize(rows, input),
+    ...(input.waiting ? { waiting: input.waiting } : {}),
+    ...(input.callers ? { callers: input.callers } : {}),
+    summary: summarize(rows, input, counts),
     page: {
       q: input.query.q,
       state: input.query.stateParam,
@@ -321,7 +361,11 @@ function queryable(
   };
 }
 
-function summarize(rows: readonly Row[], input: StatusInput): StatusSummary {
+function summarize(
+  rows: readonly Row[],
+  input: StatusInput,
+  counts: ReadonlyMap<string, RequestCounts>,
+): StatusSummary {
   const byState = Object.fromEntries(TOKEN_STATES.map((s) => [s, 0])) as Record<TokenState, number>;
   const byMode = { prefetch: 0, lazy: 0 };
   const problems: Row[] = [];
@@ -341,6 +385,7 @@ function summarize(rows: readonly Row[], input: StatusInput): StatusSummary {
     byMode,
     requests: rates.totalRecent(input.nowMs),
     problemCount: problems.length,
+    policyRefusals: totalPolicyRefusals(counts),
     problems: problems.slice(0, SUMMARY_PROBLEMS).map((row) => ({
       name: row.name,
       state: row.state,
@@ -353,6 +398,30 @@ function summarize(rows: readonly Row[], input: StatusInput): StatusSummary {
         : null,
     })),
     series: seriesReport(rates.totalSeries(input.nowMs), input.nowMs, input.nowWallMs),
+  };
+}
+
+function totalPolicyRefusals(
+  counts: ReadonlyMap<string, RequestCounts>,
+): StatusSummary["policyRefusals"] {
+  const byCode: Record<string, number> = {};
+  let total = 0;
+  for (const upstream of counts.values()) {
+    for (const [code, n] of Object.entries(upstream.errorsByCode)) {
+      if (!isPolicyRefusal(code)) continue;
+      byCode[code] = (byCode[code] ?? 0) + n;
+      total += n;
+    }
+  }
+  return { total, byCode };
+}
+
+function routeReport(config: UpstreamConfig): RouteReport {
+  return {
+    listen: config.listen ? `${config.listen.host}:${config.listen.port}` : null,
+    hosts: config.match.hosts,
+    pathPrefix: config.match.pathPrefix,
+    stripPrefix: config.stripPrefix,
   };
 }
 
@@ -370,6 +439,7 @@ function upstreamReport(
     baseUrl: shown.baseUrl,
     apiVersion: config.apiVersion,
     tokenUrl: shown.tokenUrl,
+    route: routeReport(config),
     prefetch: mode.mode === "prefetch",
     tokenMode: mode,
     clientAuth: config.token.clientAuth,
@@ -454,6 +524,14 @@ function tokenReport(status: TokenStatus, nowWallMs: number): TokenReport {
     nextRefreshAt: iso(status.nextRefreshAtWallMs),
     fetchCount: status.fetchCount,
     failureCount: status.failureCount,
+    sharedCacheHits: status.sharedCacheHits ?? 0,
+    origin: status.origin
+      ? {
+          source: status.origin.source,
+          receivedAt: iso(status.origin.receivedAtWallMs) ?? "",
+          issuedAt: iso(status.origin.issuedAtWallMs) ?? "",
+        }
+      : null,
   };
 }
 
@@ -463,7 +541,15 @@ function iso(wallMs: number | undefined): string | null {
 }
 
 function emptyCounts(): RequestCounts {
-  return { total: 0, byStatusClass: {}, inFlight: 0, errors: 0, errorsByCode: {}, replays: 0 };
+  return {
+    total: 0,
+    byStatusClass: {},
+    inFlight: 0,
+    errors: 0,
+    errorsByCode: {},
+    policyRefusals: 0,
+    replays: 0,
+  };
 }
 
 async function readRequestCounts(metrics: Metrics): Promise<Map<string, RequestCounts>> {
@@ -500,6 +586,7 @@ async function readRequestCounts(metrics: Metrics): Promise<Map<string, RequestC
     const code = String(labels.code ?? "unknown");
     counts.errors += value;
     counts.errorsByCode[code] = (counts.errorsByCode[code] ?? 0) + value;
+    if (isPolicyRefusal(code)) counts.policyRefusals += value;
   }
   for (const { labels, value } of replays.values) {
     const counts = entry(labels.upstream);

@@ -6,7 +6,8 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Denial } from "../callers/denial-log.js";
-import type { ReadinessConfig } from "../config/types.js";
+import type { CallersStatus } from "../callers/types.js";
+import type { LimitsConfig, ReadinessConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
 import {
@@ -19,6 +20,7 @@ import { type Scrubber, scrubDeep } from "./redact.js";
 import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
 import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
 import type { InterceptStatus } from "./status-intercept.js";
+import { waitingStatus } from "./status-pacing.js";
 import {
   renderStatusFragment,
   renderStatusPage,
@@ -66,6 +68,10 @@ export interface StatusRoutesDeps {
   callerDenials?: (() => Denial[]) | undefined;
   /** CONNECT interception (CA and intercepted upstreams); undefined without `intercept`. */
   intercept?: (() => InterceptStatus | undefined) | undefined;
+  /** The limits in force now (a reload may change them), for the waiting room's bounds. */
+  currentLimits: () => LimitsConfig;
+  /** The users file, password check queue and blocked addresses. */
+  callersStatus?: (() => CallersStatus | undefined) | undefined;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
@@ -112,6 +118,8 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       lastReload: deps.lastReload?.(),
       callerDenials: deps.callerDenials?.(),
       intercept: deps.intercept?.(),
+      waiting: waitingStatus(deps.lifecycle.waiting.state(), deps.currentLimits()),
+      callers: deps.callersStatus?.(),
       query,
       display,
     });
@@ -128,7 +136,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
         nowWallMs: deps.now(),
         nowMs: deps.monotonicNow(),
         metrics: deps.metrics,
-        sharedCacheState: undefined,
+        sharedCacheState: deps.sharedCacheState?.(),
         display,
       },
       snapshot,
@@ -162,8 +170,26 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
     return reply.type("text/html; charset=utf-8").send(renderStatusFragment(body, detail));
   });
 
+  // One upstream: the page with its detail open for a browser (a link to share), the JSON for
+  // API clients (no Accept, */*, application/json) exactly as before.
   app.get("/status/upstreams/:name", async (request, reply) => {
-    const detail = await detailOf((request.params as { name?: unknown }).name);
+    reply.header("vary", "accept");
+    const name = (request.params as { name?: unknown }).name;
+    if (wantsHtml(request)) {
+      const [body, detail] = await Promise.all([report(request, true), detailOf(name)]);
+      pageHeaders(reply);
+      return reply
+        .code(detail ? 200 : 404)
+        .type("text/html; charset=utf-8")
+        .send(
+          renderStatusPage(
+            body,
+            detail,
+            detail ? undefined : `No upstream is named ${JSON.stringify(String(name))}.`,
+          ),
+        );
+    }
+    const detail = await detailOf(name);
     if (!detail) {
       return reply.code(404).send({
         error: { code: "not_found", message: "no upstream of that name" },

@@ -2,8 +2,8 @@
  * Pacing for the app's whole life (issue 26): one pacer per upstream, built from its `rateLimit`
  * (local, or shared through the replicas' Redis), and one for every upstream without a limit
  * too, so an upstream's "slow down" (429/503 with Retry-After) holds its traffic either way.
- * Pauses live in one table for the app, keyed by origin and credential: two upstream entries
- * that spend one credential at one origin share the upstream's pause.
+ * Pauses live in one table for the app (pause.ts): each entry honours its own key and its
+ * credential's at its origin, and writes the one its `pauseScope` names (issue 30 item 4).
  *
  * A reload keeps the pacer of every upstream whose pacing settings are unchanged (its queue,
  * budgets and retry window carry over) and builds the others; the replaced ones close once the
@@ -12,16 +12,20 @@
 
 import { isWorthShowing, type RateLimitStatus, rateLimitStatus } from "../admin/status-pacing.js";
 import { rulesNameCallers } from "../callers/allow.js";
-import { DEFAULTS } from "../config/normalize.js";
 import type { ProxyConfig, RedisCacheConfig, UpstreamConfig } from "../config/types.js";
-import { parseDurationMs } from "../config/units.js";
 import { errorMessage } from "../errors.js";
 import { createLogThrottle } from "../observability/log-throttle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Pacer } from "../proxy/pacing/limiter.js";
 import { createLocalPacer } from "../proxy/pacing/local-pacer.js";
-import { createPauseTable } from "../proxy/pacing/pause.js";
+import {
+  createEntryPauses,
+  createPauseTable,
+  credentialPauseKey,
+  entryPauseKey,
+  type PauseKeys,
+} from "../proxy/pacing/pause.js";
 import { createSharedPacer, type PacingRedis } from "../proxy/pacing/shared-pacer.js";
 import { createUpstreamPacing, type UpstreamPacing } from "../proxy/pacing/upstream-pacing.js";
 import { localCredentialKey } from "../token/credential-identity.js";
@@ -49,8 +53,6 @@ export interface Pacers {
   close(): Promise<void>;
 }
 
-/** How long a request waits out an upstream's pause when the upstream has no `rateLimit`. */
-const PAUSE_WAIT_MS = parseDurationMs(DEFAULTS.upstream.rateLimit.wait);
 /** A Redis failure is logged at warn at most this often (each pacer reports one per second). */
 const REDIS_WARN_INTERVAL_MS = 60_000;
 
@@ -97,8 +99,9 @@ export function createPacers(
     else logger.warn(fields, message);
   }
 
-  function build(upstream: UpstreamConfig, pauseKey: string): UpstreamPacing {
+  function build(upstream: UpstreamConfig, pauseKeys: PauseKeys): UpstreamPacing {
     const { rateLimit } = upstream;
+    const entryPauses = createEntryPauses(pauses, pauseKeys);
     let pacer: Pacer;
     if (rateLimit?.scope === "shared" && redisConfig) {
       pacer = createSharedPacer({
@@ -108,8 +111,7 @@ export function createPacers(
         keyPrefix: `${redisConfig.keyPrefix}pace:${upstream.name}:`,
         commandTimeoutMs: redisConfig.commandTimeoutMs,
         onRedisError: (err) => onRedisError(upstream.name, err),
-        pauses,
-        pauseKey,
+        pauses: entryPauses,
       });
     } else {
       pacer = createLocalPacer({
@@ -118,9 +120,8 @@ export function createPacers(
           perMs: rateLimit.perMs,
           burst: rateLimit.burst,
         },
-        waitMs: rateLimit?.waitMs ?? PAUSE_WAIT_MS,
-        pauses,
-        pauseKey,
+        waitMs: rateLimit?.waitMs ?? upstream.pause.waitMs,
+        pauses: entryPauses,
       });
     }
     if (rateLimit?.by === "caller" && !rulesNameCallers(upstream.allow)) {
@@ -133,6 +134,7 @@ export function createPacers(
       upstream: upstream.name,
       pacer,
       rateLimit,
+      maxPauseMs: upstream.pause.maxPauseMs,
       retry: upstream.retry,
       metrics,
     });
@@ -141,12 +143,15 @@ export function createPacers(
   function tableFor(next: ProxyConfig): PacingTable {
     const byName = new Map<string, { pacing: UpstreamPacing; upstream: UpstreamConfig }>();
     for (const upstream of next.upstreams) {
-      // The quota an upstream enforces is its client's: pauses go by origin and credential.
-      const pauseKey = `${upstream.origin}\n${localCredentialKey(upstream)}`;
-      const key = settingsKey(upstream, pauseKey);
+      const pauseKeys: PauseKeys = {
+        entry: entryPauseKey(upstream.name),
+        credential: credentialPauseKey(upstream.origin, localCredentialKey(upstream)),
+        scope: upstream.pause.scope,
+      };
+      const key = settingsKey(upstream, pauseKeys);
       let pacing = built.get(key);
       if (pacing === undefined) {
-        pacing = build(upstream, pauseKey);
+        pacing = build(upstream, pauseKeys);
         built.set(key, pacing);
       }
       byName.set(upstream.name, { pacing, upstream });
@@ -195,10 +200,11 @@ export function createPacers(
 }
 
 /** Everything a pacer is built from: a change to any of it builds a new one. */
-function settingsKey(upstream: UpstreamConfig, pauseKey: string): string {
+function settingsKey(upstream: UpstreamConfig, pauseKeys: PauseKeys): string {
   return JSON.stringify([
     upstream.name,
-    pauseKey,
+    pauseKeys,
+    upstream.pause,
     upstream.rateLimit ?? null,
     upstream.retry,
     // The start line about `by: caller` depends on the rules.

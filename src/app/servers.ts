@@ -65,7 +65,7 @@ export function buildProxyServers(
       );
       groups.forEach((group, index) => {
         const upstreams = nextGroups.get(listenerKey(group.listen)) ?? [];
-        servers[index]!.replaceRouting(next.routingFor(upstreams), next.config.limits);
+        servers[index]!.replaceRouting(next.routingFor(upstreams), next.config);
       });
     },
     retiredInFlight: () => servers.reduce((sum, proxy) => sum + proxy.retiredInFlight(), 0),
@@ -93,9 +93,11 @@ export function buildAdminServer(
     tokenMode: (name: string) => live.generation.tokens.modeOf(name),
     lastReload: deps.lastReload,
     callerDenials: () => deps.callerSources.denials.recent(),
+    callersStatus: () => deps.callerSources.status(),
     rateLimitStatus: (name: string) => live.generation.pacing.statusOf(name),
     currentReadiness: () => live.generation.config.readiness,
     interceptCa: deps.interceptCa,
+    currentLimits: () => live.generation.config.limits,
     lifecycle: deps.lifecycle,
     metrics: deps.metrics,
     logger: deps.logger,

@@ -131,13 +131,16 @@ export type AccessDecision =
   /** 403: who (or where) the caller is is known, and no rule admits it. */
   | { outcome: "forbidden"; reason: string }
   /** 503: a service-account token came, but the cluster's keys to check it could not be loaded. */
-  | { outcome: "unavailable"; reason: string };
+  | { outcome: "unavailable"; reason: string }
+  /** 503: a password came, but the process's password check queue was full. */
+  | { outcome: "busy"; reason: string };
 
 /**
  * Decide one request. `policy` undefined (no `allow`) admits everyone. Otherwise, ORed: a
  * matching `cidr` admits the peer; a valid caller a rule names is admitted; a missing or
  * invalid credential where the rules name callers is 407 (a client may retry with one), a
- * token that could not be checked for want of the cluster's keys 503; everything else is 403.
+ * token that could not be checked for want of the cluster's keys 503, a password that could not
+ * be checked for want of a free check slot 503; everything else is 403.
  * A credential is never required when the address alone admits.
  */
 export function decideAccess(
@@ -153,6 +156,9 @@ export function decideAccess(
     // Neither 407 (the credential may well be good; git would prompt for another) nor 403.
     if (authentication?.ok === false && authentication.reason === "keys_unavailable") {
       return { outcome: "unavailable", reason: authentication.message };
+    }
+    if (authentication?.ok === false && authentication.reason === "checks_busy") {
+      return { outcome: "busy", reason: authentication.message };
     }
     return {
       outcome: "unauthenticated",

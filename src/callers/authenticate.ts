@@ -6,25 +6,30 @@
  * token expires or, for Basic, `basicTtlMs` — and a Basic result no longer counts once the users
  * file has been reloaded, so a removed user or a changed password loses access at once.
  */
-import { hash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import type { Logger } from "pino";
-import { createHtpasswdUsers, type HtpasswdUsers } from "./htpasswd.js";
+import { credentialKey } from "./credential-key.js";
+import { createHtpasswdUsers, type HtpasswdUsers, type UsersFileStatus } from "./htpasswd.js";
+import type { PasswordChecks } from "./password-checks.js";
 import { createServiceAccountVerifier, type ServiceAccountVerifier } from "./service-account.js";
 import type { Authentication, CallersConfig } from "./types.js";
 
 /** Remembers what a `Proxy-Authorization` value proves. */
 export interface CallerAuthenticator {
   /**
-   * The cached result for this header value, if a verification succeeded recently and still
-   * holds; synchronous so the common case (a known credential) costs no promise.
+   * The cached result for a header value (by its {@link credentialKey}), if a verification
+   * succeeded recently and still holds; synchronous so the common case (a known credential)
+   * costs no promise.
    */
-  peek(header: string): Authentication | undefined;
+  peek(key: string): Authentication | undefined;
   /**
-   * Verify the header value (or answer from the cache). Never throws. Concurrent calls for the
-   * same uncached value share one verification; failures are not cached.
+   * Verify the header value (or answer from the cache); `key` is its {@link credentialKey}.
+   * Never throws. Concurrent calls for the same uncached value share one verification;
+   * failures are not cached.
    */
-  authenticate(header: string): Promise<Authentication>;
+  authenticate(header: string, key?: string): Promise<Authentication>;
+  /** The users file's state for /status; undefined without `callers.basic`. */
+  usersFileStatus(): UsersFileStatus | undefined;
   /**
    * Read the users and JWKS files now rather than at the next poll: a reload whose new rules
    * name a user just added to the file must not answer 407 until then.
@@ -51,6 +56,8 @@ export interface CallerAuthenticatorOptions {
    */
   users?: HtpasswdUsers | undefined;
   serviceAccounts?: ServiceAccountVerifier | undefined;
+  /** The process's password check queue (shared across reloads). Default: one of its own. */
+  passwordChecks?: PasswordChecks | undefined;
 }
 
 export const DEFAULT_BASIC_TTL_MS = 5 * 60_000;
@@ -72,7 +79,16 @@ export function createCallerAuthenticator(
   const users =
     options.users ??
     (callers.basic
-      ? createHtpasswdUsers({ file: callers.basic.usersFile, logger, pollIntervalMs })
+      ? createHtpasswdUsers({
+          file: callers.basic.usersFile,
+          logger,
+          pollIntervalMs,
+          checks: options.passwordChecks,
+          limits: {
+            maxConcurrent: callers.basic.maxConcurrentChecks,
+            maxQueued: callers.basic.maxQueuedChecks,
+          },
+        })
       : undefined);
   let serviceAccounts: ServiceAccountVerifier | undefined;
   try {
@@ -127,9 +143,8 @@ export function createCallerAuthenticator(
   }
 
   return {
-    peek: (header) => peekKey(hashHeader(header)),
-    authenticate(header) {
-      const key = hashHeader(header);
+    peek: peekKey,
+    authenticate(header, key = credentialKey(header)) {
       const cached = peekKey(key);
       if (cached) return Promise.resolve(cached);
       let pending = inFlight.get(key);
@@ -149,6 +164,7 @@ export function createCallerAuthenticator(
       }
       return pending;
     },
+    usersFileStatus: () => users?.status(),
     async refresh() {
       await Promise.all([users?.check(), serviceAccounts?.check()]);
     },
@@ -209,17 +225,19 @@ async function verifyBasic(
   // timing does not tell which users exist. One message for both: a client must not learn it.
   const known = users.has(user);
   const matches = await users.verify(user, password);
+  if (matches === "busy") {
+    return {
+      ok: false,
+      reason: "checks_busy",
+      message: "too many password checks are waiting; retry in a second",
+    };
+  }
   if (matches && known) return { ok: true, caller: { kind: "user", name: user }, expiresAtMs };
   return {
     ok: false,
     reason: known ? "bad_password" : "unknown_user",
     message: "the user name or password is wrong",
   };
-}
-
-/** The cache key: a digest, never the credential. One-shot `hash` is ~2× cheaper than a Hash object per request. */
-function hashHeader(header: string): string {
-  return hash("sha256", header, "base64url");
 }
 
 function failure(reason: "malformed" | "unsupported_scheme", message: string): ProxyCredential {

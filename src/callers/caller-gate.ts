@@ -6,9 +6,14 @@
  * contract: 407 `caller_unauthenticated` with the challenges clients expect, 403
  * `caller_not_allowed`, 429 `caller_throttled` after repeated bad credentials from one address,
  * 503 `caller_keys_unavailable` when a service-account token cannot be checked for want of the
- * cluster's keys (not the caller's fault: no failure counted, no challenge).
+ * cluster's keys, 503 `caller_checks_busy` when the process's password check queue is full
+ * (neither is the caller's fault: no failure counted, no challenge).
  *
- * The authenticator (bcryptjs, jose) is loaded only when some upstream's rules name callers, so
+ * A verification counts as a failure of its address from the moment it starts until it ends
+ * (failure-throttle.ts), and requests of one address that share a verification of the same
+ * header count once: a burst from one address starts at most `maxFailures` verifications.
+ *
+ * The authenticator (bcrypt, jose) is loaded only when some upstream's rules name callers, so
  * a sidecar without `allow` loads neither.
  */
 import type { IncomingMessage } from "node:http";
@@ -16,11 +21,13 @@ import type { CallersConfig, UpstreamConfig } from "../config/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import { type AllowPolicy, compileAllowRules, decideAccess } from "./allow.js";
 import type { CallerAuthenticator } from "./authenticate.js";
+import type { ConnectionProofs } from "./connection-proofs.js";
+import { credentialKey } from "./credential-key.js";
 import type { DenialLog, DenyReason } from "./denial-log.js";
-import type { FailureThrottle } from "./failure-throttle.js";
+import type { FailureThrottle, VerificationRefusal } from "./failure-throttle.js";
 import { JWKS_RETRY_AFTER_FAILURE_MS } from "./jwks-timing.js";
 import type { Authentication } from "./types.js";
-import { addressLabel, callerLabel } from "./types.js";
+import { addressLabel, callerLabel, isCallersFault, unmapIpv4 } from "./types.js";
 
 /** What the walk does with a request. */
 export type GateVerdict =
@@ -31,7 +38,8 @@ export type GateVerdict =
         | "caller_unauthenticated"
         | "caller_not_allowed"
         | "caller_throttled"
-        | "caller_keys_unavailable";
+        | "caller_keys_unavailable"
+        | "caller_checks_busy";
       message: string;
       /** `Proxy-Authenticate` challenges on a 407. */
       headers: Record<string, string | string[]> | undefined;
@@ -53,6 +61,8 @@ export interface CallerGateDeps {
   /** Loaded lazily by the app, shared across reloads while `callers` is unchanged. */
   authenticator: Promise<CallerAuthenticator> | undefined;
   throttle: FailureThrottle;
+  /** Which credentials each connection proved (on the throttle's clock); shared across reloads. */
+  proofs: ConnectionProofs;
   denials: DenialLog;
   metrics: Metrics;
 }
@@ -60,6 +70,8 @@ export interface CallerGateDeps {
 const OPEN: GateVerdict = Object.freeze({ allowed: true, caller: undefined });
 /** The soonest the cluster's keys can be back: the JWKS fetch is not retried before. */
 const KEYS_RETRY_AFTER_SECONDS = Math.ceil(JWKS_RETRY_AFTER_FAILURE_MS / 1000);
+/** A full check queue drains within about a second at the default limits. */
+const CHECKS_BUSY_RETRY_AFTER_SECONDS = 1;
 
 /** RFC 9110 §11.7.1 challenges; `realm` exactly as git and curl expect it. */
 export function proxyChallenges(callers: CallersConfig): string[] {
@@ -104,6 +116,15 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
     const decision = decideAccess(policy, peer, authentication);
     if (decision.outcome === "allow") return { allowed: true, caller: decision.label };
     const caller = authentication?.ok ? callerLabel(authentication.caller) : addressLabel(peer);
+    if (decision.outcome === "busy") {
+      return deny(upstream, "checks_busy", {
+        code: "caller_checks_busy",
+        message: decision.reason,
+        headers: undefined,
+        retryAfterSeconds: CHECKS_BUSY_RETRY_AFTER_SECONDS,
+        caller,
+      });
+    }
     if (decision.outcome === "unavailable") {
       return deny(upstream, "keys_unavailable", {
         code: "caller_keys_unavailable",
@@ -131,32 +152,71 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
     });
   }
 
-  async function verifyThenDecide(
-    upstream: string,
-    policy: AllowPolicy,
-    peer: string,
-    header: string,
-  ): Promise<GateVerdict> {
-    let authentication: Authentication;
+  function throttled(upstream: string, peer: string, retryAfterSeconds: number): GateVerdict {
+    return deny(upstream, "throttled", {
+      code: "caller_throttled",
+      message: "too many failed Proxy-Authorization attempts from this address; retry later",
+      headers: undefined,
+      retryAfterSeconds,
+      caller: addressLabel(peer),
+    });
+  }
+
+  async function authenticate(header: string, key: string): Promise<Authentication> {
     try {
       const loaded = authenticator ?? (await loading);
-      authentication = loaded
-        ? await loaded.authenticate(header)
+      return loaded
+        ? await loaded.authenticate(header, key)
         : { ok: false, reason: "not_configured", message: "no callers source is configured" };
     } catch {
-      authentication = {
+      return {
         ok: false,
         reason: "not_configured",
         message: "the caller's credential could not be verified",
       };
     }
-    // A success does not forgive earlier failures: one valid account must not let an address
-    // keep guessing others' passwords (the window ends them on its own). Keys that cannot be
-    // loaded are the gateway's trouble, not a guess: counting them would block every caller of
-    // the address for a minute after the keys are back.
-    if (!authentication.ok && authentication.reason !== "keys_unavailable") {
-      deps.throttle.recordFailure(peer);
-    }
+  }
+
+  /** `address key` → the verification that address started for that header. */
+  const counted = new Map<string, Promise<Authentication>>();
+
+  /**
+   * Verify `header` for `peer`, counted as one failure of the address until it ends; requests
+   * of the same address with the same header join the verification in flight and count once.
+   * A success does not forgive earlier failures: one valid account must not let an address keep
+   * guessing others' passwords (the window ends them on its own). A failure that is not the
+   * caller's (keys unavailable, checks busy) gives its count back, like a success.
+   */
+  function verifyCounted(
+    peer: string,
+    header: string,
+    key: string,
+  ): Promise<Authentication> | VerificationRefusal {
+    const joint = `${unmapIpv4(peer)} ${key}`;
+    const shared = counted.get(joint);
+    if (shared) return shared;
+    const ticket = deps.throttle.begin(peer);
+    if (!ticket.admitted) return ticket;
+    const verification = authenticate(header, key)
+      .then((authentication) => {
+        ticket.end(!authentication.ok && isCallersFault(authentication.reason));
+        return authentication;
+      })
+      .finally(() => counted.delete(joint));
+    counted.set(joint, verification);
+    return verification;
+  }
+
+  async function verifyThenDecide(
+    upstream: string,
+    policy: AllowPolicy,
+    req: IncomingMessage,
+    peer: string,
+    pending: Promise<Authentication>,
+    key: string,
+  ): Promise<GateVerdict> {
+    const authentication = await pending;
+    if (authentication.ok) deps.proofs.remember(req.socket, key);
     return decide(upstream, policy, peer, authentication);
   }
 
@@ -171,21 +231,29 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
       if (header === undefined || !policy.needsCredential) {
         return decide(upstream, policy, peer, undefined);
       }
-      // A blocked address gets nothing, not even a credential someone else proved: else the
-      // block would answer "right" fast for every password in the cache.
-      const blockedSeconds = deps.throttle.blockedFor(peer);
-      if (blockedSeconds > 0) {
-        return deny(upstream, "throttled", {
-          code: "caller_throttled",
-          message: "too many failed Proxy-Authorization attempts from this address; retry later",
-          headers: undefined,
-          retryAfterSeconds: blockedSeconds,
-          caller: addressLabel(peer),
-        });
+      const key = credentialKey(header);
+      const block = deps.throttle.blockOf(peer);
+      if (block) {
+        // A blocked address gets nothing new, not even a credential someone else proved: else
+        // the block would answer "right" fast for every password in the cache. Only a
+        // connection that proved this very credential before the block began goes on with it,
+        // so clients sharing the address keep their pooled connections.
+        const kept = deps.proofs.provedBefore(req.socket, key, block.sinceMs)
+          ? authenticator?.peek(key)
+          : undefined;
+        if (kept) return decide(upstream, policy, peer, kept);
+        return throttled(upstream, peer, block.retryAfterSeconds);
       }
-      const cached = authenticator?.peek(header);
-      if (cached) return decide(upstream, policy, peer, cached);
-      return verifyThenDecide(upstream, policy, peer, header);
+      const cached = authenticator?.peek(key);
+      if (cached) {
+        deps.proofs.remember(req.socket, key);
+        return decide(upstream, policy, peer, cached);
+      }
+      const pending = verifyCounted(peer, header, key);
+      if (!(pending instanceof Promise)) {
+        return throttled(upstream, peer, pending.retryAfterSeconds);
+      }
+      return verifyThenDecide(upstream, policy, req, peer, pending, key);
     },
     async ready() {
       await loading;

@@ -11,7 +11,9 @@ export type DenyReason =
   | "not_allowed"
   | "throttled"
   /** A service-account token that could not be checked: the cluster's keys are unavailable. */
-  | "keys_unavailable";
+  | "keys_unavailable"
+  /** A password that could not be checked: the process's check queue was full. */
+  | "checks_busy";
 
 export interface Denial {
   /** ISO time of the refusal. */

@@ -1,18 +1,26 @@
 /**
  * `callers.basic.usersFile`: an htpasswd file of bcrypt users, re-read when it changes.
  * Only bcrypt is accepted: the other htpasswd formats (MD5-crypt `$apr1$`, SHA-1 `{SHA}`, crypt)
- * are fast to brute-force once the file leaks. Messages name the file, line and user, never a
- * hash.
+ * are fast to brute-force once the file leaks. A file that defines no user (empty, or comments
+ * only) is refused like an invalid one: at start, and when it becomes so while running (a
+ * truncated file must not lock every caller out). Messages name the file, line and user, never
+ * a hash.
  */
 import bcrypt from "bcryptjs";
 import type { Logger } from "pino";
 import { ConfigError } from "../errors.js";
+import {
+  createPasswordChecks,
+  type PasswordCheckLimits,
+  type PasswordChecks,
+} from "./password-checks.js";
 import { readWatchedFileSync, type WatchedFile, watchFile } from "./watched-file.js";
 
 /**
  * `$2y$` (what `htpasswd -B` writes), `$2a$` and `$2b$` with a two-digit cost and 53 characters
- * of salt and hash in bcrypt's base64. bcryptjs 3 compares all three prefixes as they are
- * (test/callers/htpasswd-parse.test.ts checks `$2y$`), so no prefix is rewritten.
+ * of salt and hash in bcrypt's base64. @node-rs/bcrypt and bcryptjs 3 compare all three prefixes
+ * as they are and agree on every password (test/callers/password-checks.test.ts), so no prefix
+ * is rewritten.
  */
 const BCRYPT_HASH = /^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$/;
 const MIN_COST = 4;
@@ -68,7 +76,27 @@ export function parseHtpasswd(text: string, fileName: string): ParsedHtpasswd {
     firstLine.set(user, n);
     users.set(user, hash);
   });
+  if (users.size === 0 && problems.length === 0) {
+    problems.push(
+      `${fileName}: defines no user (expected user:hash lines; an empty or comment-only file would refuse every Basic caller)`,
+    );
+  }
   return { users, problems };
+}
+
+/** What /status shows of the users file. */
+export interface UsersFileStatus {
+  file: string;
+  /** Users in force. */
+  users: number;
+  /** Successful reloads since start. */
+  generation: number;
+  /** True while the file on disk is not what is in force (invalid, empty or unreadable). */
+  stale: boolean;
+  /** Since when (ISO time), while stale. */
+  staleSince?: string;
+  /** Why, while stale: the first problem or the read error's code; never a hash. */
+  problem?: string;
 }
 
 /** The users of an htpasswd file, as last read successfully. */
@@ -80,9 +108,11 @@ export interface HtpasswdUsers {
   has(user: string): boolean;
   /**
    * Whether `password` is the user's. An unknown user costs one bcrypt compare too, so timing
-   * does not tell whether a user exists. Async: bcrypt is slow on purpose and must not block.
+   * does not tell whether a user exists. The compare runs off the event loop once a check slot
+   * is free; "busy" when the process's check queue is full (nothing was compared).
    */
-  verify(user: string, password: string): Promise<boolean>;
+  verify(user: string, password: string): Promise<boolean | "busy">;
+  status(): UsersFileStatus;
   /** Stat the file now and reload it if it changed (the poll does this every interval). */
   check(): Promise<void>;
   close(): void;
@@ -95,6 +125,12 @@ export interface HtpasswdUsersOptions {
   pollIntervalMs?: number | undefined;
   /** Config path shown in start-up errors. Default "callers.basic.usersFile". */
   configPath?: string | undefined;
+  /** The process's password check queue. Default: one of its own. */
+  checks?: PasswordChecks | undefined;
+  /** `callers.basic.maxConcurrentChecks` / `maxQueuedChecks`. Default 1 and 100. */
+  limits?: PasswordCheckLimits | undefined;
+  /** Wall clock for `staleSince`. Default Date.now. */
+  now?: (() => number) | undefined;
 }
 
 /**
@@ -120,6 +156,13 @@ export function createHtpasswdUsers(options: HtpasswdUsersOptions): HtpasswdUser
   let users = parsed.users;
   let dummyHash = dummyHashFor(users);
   let generation = 0;
+  let stale: { since: string; problem: string } | undefined;
+  const now = options.now ?? Date.now;
+  const checks = options.checks ?? createPasswordChecks({ warn: (m, d) => logger?.warn(d, m) });
+  const limits = options.limits ?? { maxConcurrent: 1, maxQueued: 100 };
+  const markStale = (problem: string) => {
+    stale = { since: stale?.since ?? new Date(now()).toISOString(), problem };
+  };
 
   const watched: WatchedFile = watchFile({
     file,
@@ -128,19 +171,22 @@ export function createHtpasswdUsers(options: HtpasswdUsersOptions): HtpasswdUser
     onChange(text) {
       const next = parseHtpasswd(text, file);
       if (next.problems.length > 0) {
+        markStale(next.problems[0]!);
         logger?.warn(
-          { file, problems: next.problems },
-          "callers.basic users file changed but is invalid; keeping the users last loaded",
+          { file, problems: next.problems, usersInForce: users.size },
+          "callers.basic users file changed but is invalid or defines no user; keeping the users last loaded",
         );
         return;
       }
       users = next.users;
       dummyHash = dummyHashFor(users);
       generation += 1;
+      stale = undefined;
       logger?.info({ file, users: users.size, generation }, "callers.basic users file reloaded");
     },
     onError(error) {
       const code = (error as { code?: string }).code ?? "error";
+      markStale(`cannot read ${file} (${code})`);
       logger?.warn(
         { file, code },
         "callers.basic users file cannot be read; keeping the users last loaded",
@@ -158,12 +204,16 @@ export function createHtpasswdUsers(options: HtpasswdUsersOptions): HtpasswdUser
     has: (user) => users.has(user),
     async verify(user, password) {
       const hash = users.get(user);
-      if (hash === undefined) {
-        await bcrypt.compare(password, dummyHash);
-        return false;
-      }
-      return bcrypt.compare(password, hash);
+      const matches = await checks.verify(password, hash ?? dummyHash, limits);
+      return hash === undefined && matches !== "busy" ? false : matches;
     },
+    status: () => ({
+      file,
+      users: users.size,
+      generation,
+      stale: stale !== undefined,
+      ...(stale ? { staleSince: stale.since, problem: stale.problem } : {}),
+    }),
     check: () => watched.check(),
     close: () => watched.close(),
   };
@@ -171,7 +221,7 @@ export function createHtpasswdUsers(options: HtpasswdUsersOptions): HtpasswdUser
 
 /**
  * What an unknown user is compared against: a fresh salt at the file's highest cost plus a
- * placeholder hash part. bcryptjs runs the full key schedule before comparing, so an unknown
+ * placeholder hash part. bcrypt runs the full key schedule before comparing, so an unknown
  * user costs as long as a known one; whatever the compare says is ignored.
  */
 function dummyHashFor(users: ReadonlyMap<string, string>): string {

@@ -4,6 +4,8 @@
  * source and the allow rules take. Identity sources (htpasswd users, service-account tokens)
  * return these; `allow.ts` decides on them. Nothing here knows HTTP.
  */
+import type { UsersFileStatus } from "./htpasswd.js";
+import type { PasswordCheckStatus } from "./password-checks.js";
 
 /** Who is asking, once a credential has been verified. */
 export type Caller =
@@ -11,8 +13,9 @@ export type Caller =
   | { kind: "serviceAccount"; namespace: string; name: string };
 
 /**
- * Why a credential was not accepted. `keys_unavailable` alone is no fault of the caller's: the
- * cluster's signing keys could not be loaded, so the token was not checked at all.
+ * Why a credential was not accepted. `keys_unavailable` and `checks_busy` are no fault of the
+ * caller's: the cluster's signing keys could not be loaded, or the process's password check queue
+ * was full, so the credential was not checked at all.
  */
 export type AuthenticationFailureReason =
   | "malformed"
@@ -21,7 +24,13 @@ export type AuthenticationFailureReason =
   | "bad_password"
   | "invalid_token"
   | "keys_unavailable"
+  | "checks_busy"
   | "not_configured";
+
+/** Failures that say nothing about the credential: they never count toward a block. */
+export function isCallersFault(reason: AuthenticationFailureReason): boolean {
+  return reason !== "keys_unavailable" && reason !== "checks_busy";
+}
 
 /**
  * The outcome of reading a `Proxy-Authorization` value. `message` never holds a password, a
@@ -36,6 +45,16 @@ export type Authentication =
       expiresAtMs: number;
     }
   | { ok: false; reason: AuthenticationFailureReason; message: string };
+
+/** The callers section of /status; absent while no authenticator is loaded. */
+export interface CallersStatus {
+  /** The users file in force (absent without `callers.basic`); `stale` while the file on disk is refused. */
+  usersFile?: UsersFileStatus;
+  /** The process's password check queue (absent without `callers.basic`). */
+  passwordChecks?: PasswordCheckStatus;
+  /** Addresses refused now for repeated failed credentials (429 `caller_throttled`). */
+  blockedAddresses: number;
+}
 
 // The config shapes this room takes are declared once, with the rest of the configuration.
 export type {

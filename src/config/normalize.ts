@@ -3,6 +3,7 @@
  * applied, durations in ms, sizes in bytes, file paths absolute, header names lowercase, token
  * URLs and version headers derived.
  */
+import { availableParallelism } from "node:os";
 import { isAbsolute, resolve } from "node:path";
 import { DEFAULT_API_VERSION, KNOWN_API_VERSIONS, resolveApiVersion } from "./api-versions.js";
 import { type IssuePath, toPointer } from "./issues.js";
@@ -43,9 +44,16 @@ export const DEFAULTS = {
     maxInFlight: 4096,
     maxUpgrades: 1024,
     sustainedOverload: "10s",
+    maxWaiting: 10_000,
+    maxWaitingPerCaller: 1_000,
   },
+  paths: { mergeSlashes: true, escapedSlashes: "reject" },
   shutdown: { drainDelay: "5s", timeout: "30s" },
-  callers: { kubernetes: { audiences: ["bearer-proxy"] as readonly string[] } },
+  callers: {
+    /** `maxConcurrentChecks` defaults to {@link defaultMaxConcurrentChecks} (the machine's cores). */
+    basic: { maxQueuedChecks: 100 },
+    kubernetes: { audiences: ["bearer-proxy"] as readonly string[] },
+  },
   tokenCache: {
     maxSources: 20_000,
     eagerLimit: 100,
@@ -77,7 +85,15 @@ export const DEFAULTS = {
     },
     upgrades: ["websocket"] as readonly string[],
     http2: false,
-    rateLimit: { per: "1s", burst: 0, by: "upstream", scope: "local", wait: "10s" } as const,
+    rateLimit: {
+      per: "1s",
+      burst: 0,
+      by: "upstream",
+      scope: "local",
+      wait: "10s",
+      pauseScope: "upstream",
+      maxPause: "60s",
+    } as const,
     retry: { attempts: 1, on: ["connect", "reset"] as const, budget: "20%" },
     intercept: false,
     token: {
@@ -93,6 +109,14 @@ export const DEFAULTS = {
     },
   },
 } as const;
+
+/**
+ * `callers.basic.maxConcurrentChecks` when unset: one less than the cores this process may use,
+ * at least 1, so a flood of password checks leaves a core to the event loop that serves everyone.
+ */
+export function defaultMaxConcurrentChecks(cores = availableParallelism()): number {
+  return Math.max(1, cores - 1);
+}
 
 /** Where relative paths are resolved from, and which values came from env/flags. */
 export interface PathContext {
@@ -152,6 +176,12 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
       maxInFlight: limits.maxInFlight ?? D.limits.maxInFlight,
       maxUpgrades: limits.maxUpgrades ?? D.limits.maxUpgrades,
       sustainedOverloadMs: parseDurationMs(limits.sustainedOverload ?? D.limits.sustainedOverload),
+      maxWaiting: limits.maxWaiting ?? D.limits.maxWaiting,
+      maxWaitingPerCaller: limits.maxWaitingPerCaller ?? D.limits.maxWaitingPerCaller,
+    },
+    paths: {
+      mergeSlashes: file.paths?.mergeSlashes ?? D.paths.mergeSlashes,
+      escapedSlashes: file.paths?.escapedSlashes ?? D.paths.escapedSlashes,
     },
     shutdown: {
       drainDelayMs: parseDurationMs(shutdown.drainDelay ?? D.shutdown.drainDelay),
@@ -190,6 +220,8 @@ function callersConfig(given: ConfigFile["callers"], ctx: PathContext): CallersC
   return {
     basic: basic && {
       usersFile: resolveFilePath(["callers", "basic", "usersFile"], basic.usersFile, ctx),
+      maxConcurrentChecks: basic.maxConcurrentChecks ?? defaultMaxConcurrentChecks(),
+      maxQueuedChecks: basic.maxQueuedChecks ?? DEFAULTS.callers.basic.maxQueuedChecks,
     },
     kubernetes: k8s && {
       issuer: k8s.issuer,
@@ -292,13 +324,21 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
     upgrades: (u.upgrades ?? D.upgrades).map((name) => name.toLowerCase()),
     http2: u.http2 ?? D.http2,
     allow: u.allow?.map((rule) => ({ ...rule }) as AllowRule),
-    rateLimit: u.rateLimit && {
-      requests: u.rateLimit.requests,
-      perMs: parseDurationMs(u.rateLimit.per ?? D.rateLimit.per),
-      burst: u.rateLimit.burst ?? D.rateLimit.burst,
-      by: u.rateLimit.by ?? D.rateLimit.by,
-      scope: u.rateLimit.scope ?? D.rateLimit.scope,
-      waitMs: parseDurationMs(u.rateLimit.wait ?? D.rateLimit.wait),
+    rateLimit:
+      u.rateLimit?.requests === undefined
+        ? undefined
+        : {
+            requests: u.rateLimit.requests,
+            perMs: parseDurationMs(u.rateLimit.per ?? D.rateLimit.per),
+            burst: u.rateLimit.burst ?? D.rateLimit.burst,
+            by: u.rateLimit.by ?? D.rateLimit.by,
+            scope: u.rateLimit.scope ?? D.rateLimit.scope,
+            waitMs: parseDurationMs(u.rateLimit.wait ?? D.rateLimit.wait),
+          },
+    pause: {
+      scope: u.rateLimit?.pauseScope ?? D.rateLimit.pauseScope,
+      maxPauseMs: parseDurationMs(u.rateLimit?.maxPause ?? D.rateLimit.maxPause),
+      waitMs: parseDurationMs(u.rateLimit?.wait ?? D.rateLimit.wait),
     },
     retry: {
       attempts: u.retry?.attempts ?? D.retry.attempts,

@@ -155,11 +155,17 @@ export const DpopSettings = T.Object(
   { additionalProperties: false },
 );
 
-/** `upstreams[].rateLimit`: requests paced evenly (GCRA) before they reach the upstream. */
+/**
+ * `upstreams[].rateLimit`: requests paced evenly (GCRA) before they reach the upstream, and how
+ * the upstream's own "slow down" (a 429 or 503 with Retry-After) holds them.
+ */
 export const RateLimitSettings = T.Object(
   {
-    /** Requests allowed per `per`; at least 1. */
-    requests: T.Integer({ minimum: 1 }),
+    /**
+     * Requests allowed per `per`; at least 1. Without it there is no limit of our own: only
+     * `pauseScope`, `maxPause` and `wait` may be given (how the upstream's pauses hold requests).
+     */
+    requests: T.Optional(T.Integer({ minimum: 1 })),
     /** The period of `requests`. Default "1s". */
     per: T.Optional(Duration),
     /** Extra requests that may go at once beyond even spacing. Default 0 (strictly even). */
@@ -170,6 +176,16 @@ export const RateLimitSettings = T.Object(
     scope: T.Optional(T.Union([T.Literal("local"), T.Literal("shared")])),
     /** Longest a request over the limit waits for its turn (in arrival order); 0 answers 429 at once. Default "10s". */
     wait: T.Optional(Duration),
+    /**
+     * Who an upstream's Retry-After (on a 429 or 503) pauses: `upstream`, this entry alone;
+     * `credential`, every entry spending this entry's credential at its origin. Default "upstream".
+     */
+    pauseScope: T.Optional(T.Union([T.Literal("upstream"), T.Literal("credential")])),
+    /**
+     * Longest pause one Retry-After can impose (a longer one is cut to it); whole seconds, as
+     * Retry-After counts; "0s": answers never pause this entry. Default "60s".
+     */
+    maxPause: T.Optional(Duration),
   },
   { additionalProperties: false },
 );
@@ -224,6 +240,10 @@ export const Callers = T.Object(
         {
           /** htpasswd file of bcrypt hashes (`htpasswd -B`: $2y$, $2a$, $2b$); re-read when it changes. */
           usersFile: T.String({ minLength: 1 }),
+          /** Password checks (bcrypt) running at once in the process, off the event loop. Default: one less than the CPU cores, at least 1. */
+          maxConcurrentChecks: T.Optional(T.Integer({ minimum: 1, maximum: 1024 })),
+          /** Password checks waiting for a free slot; beyond, 503 `caller_checks_busy` with Retry-After: 1. Default 100. */
+          maxQueuedChecks: T.Optional(T.Integer({ minimum: 0, maximum: 100_000 })),
         },
         { additionalProperties: false },
       ),
@@ -475,6 +495,38 @@ export const Limits = T.Object(
     maxUpgrades: T.Optional(T.Integer({ minimum: 0 })),
     /** /readyz fails once requests have been refused over `maxInFlight` this long. Default "10s". */
     sustainedOverload: T.Optional(Duration),
+    /**
+     * Most requests waiting for a pacing turn or an upstream's pause, all together (they are not
+     * in `maxInFlight`). Default 10000; beyond: 429 `rate_limited` at once.
+     */
+    maxWaiting: T.Optional(T.Integer({ minimum: 1 })),
+    /**
+     * Most requests of one caller (the identity an `allow` rule established, else the peer
+     * address) waiting, over every upstream and budget. Default 1000; beyond: 429 `rate_limited`.
+     */
+    maxWaitingPerCaller: T.Optional(T.Integer({ minimum: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * How request paths are normalized, once, before routing, `allow`, pacing, the access log and
+ * forwarding (the upstream receives the normalized path). Percent-encoded unreserved characters
+ * (ALPHA DIGIT `-._~`) are always decoded and other percent-encodings written in uppercase hex
+ * (RFC 3986 §6.2.2); dot-segments and backslashes are refused in every mode.
+ */
+export const Paths = T.Object(
+  {
+    /** Merge repeated slashes (`//admin` → `/admin`). Default true. */
+    mergeSlashes: T.Optional(T.Boolean()),
+    /**
+     * An encoded slash (`%2F`, `%2f`): `reject` (400 `ambiguous_path`, nothing forwarded),
+     * `unescape` (decoded to `/`, then routed and forwarded decoded) or `keep` (routed and
+     * forwarded as `%2F`). Default "reject".
+     */
+    escapedSlashes: T.Optional(
+      T.Union([T.Literal("reject"), T.Literal("unescape"), T.Literal("keep")]),
+    ),
   },
   { additionalProperties: false },
 );
@@ -599,6 +651,8 @@ export const ConfigFile = T.Object(
     /** Send token and API requests through this HTTP proxy. HTTP_PROXY/HTTPS_PROXY are ignored otherwise. */
     egressProxy: T.Optional(T.String({ pattern: "^https?://" })),
     limits: T.Optional(Limits),
+    /** Request path normalization before routing (see `Paths`). */
+    paths: T.Optional(Paths),
     shutdown: T.Optional(Shutdown),
     tokenCache: T.Optional(TokenCache),
     /**

@@ -99,13 +99,23 @@ export interface DpopSpec {
   algorithm: "ES256" | "PS256" | "RS256" | "EdDSA" | undefined;
 }
 
-/** `upstreams[].rateLimit` (schema.ts `RateLimitSettings`). */
+/** `upstreams[].rateLimit` with `requests` (schema.ts `RateLimitSettings`): our own limit. */
 export interface RateLimitConfig {
   requests: number;
   perMs: number;
   burst: number;
   by: "upstream" | "caller";
   scope: "local" | "shared";
+  waitMs: number;
+}
+
+/** How an upstream's "slow down" (429/503 with Retry-After) holds its requests (`rateLimit.pauseScope` …). */
+export interface PauseConfig {
+  /** `upstream`: the answer pauses this entry; `credential`: every entry spending its credential at its origin. */
+  scope: "upstream" | "credential";
+  /** Longest pause one answer imposes (0: none). */
+  maxPauseMs: number;
+  /** Longest a request waits out a pause (`rateLimit.wait`). */
   waitMs: number;
 }
 
@@ -167,6 +177,8 @@ export interface UpstreamConfig {
   allow: readonly AllowRule[] | undefined;
   /** Pacing; undefined: none. */
   rateLimit: RateLimitConfig | undefined;
+  /** The upstream's own pauses (every upstream has them, with or without `rateLimit`). */
+  pause: PauseConfig;
   retry: RetryConfig;
   /**
    * CONNECT to baseUrl's authority is terminated with a leaf of `ProxyConfig.intercept`'s CA and
@@ -196,6 +208,14 @@ export type AllowRule =
 export interface BasicCallersConfig {
   /** Absolute path of the htpasswd file (`htpasswd -B`: bcrypt hashes only); re-read on change. */
   usersFile: string;
+  /**
+   * Password checks (bcrypt, on libuv's thread pool) running at once in the process. Default:
+   * one less than the CPU cores (`os.availableParallelism()`), at least 1 — the event loop keeps
+   * a core. At most `UV_THREADPOOL_SIZE` − 1 run whatever this says.
+   */
+  maxConcurrentChecks: number;
+  /** Checks waiting for a slot; beyond, 503 `caller_checks_busy`. Default 100. */
+  maxQueuedChecks: number;
 }
 
 /** `callers.kubernetes`: projected service-account tokens verified against the cluster's JWKS. */
@@ -248,8 +268,21 @@ export interface LimitsConfig {
   maxInFlight: number;
   /** Upgraded connections open at once, incl. those awaiting the 101 (0: no limit). */
   maxUpgrades: number;
+  /** Requests waiting for a pacing turn or a pause, all together (not in maxInFlight). */
+  maxWaiting: number;
+  /** Requests of one caller waiting, over every upstream. */
+  maxWaitingPerCaller: number;
   /** Refusing over maxInFlight this long makes /readyz fail. */
   sustainedOverloadMs: number;
+}
+
+/** What an encoded slash (`%2F`) in a request path becomes (schema.ts `Paths`). */
+export type EscapedSlashes = "reject" | "unescape" | "keep";
+
+/** `paths` (schema.ts `Paths`): how request paths are normalized before routing. */
+export interface PathsConfig {
+  mergeSlashes: boolean;
+  escapedSlashes: EscapedSlashes;
 }
 
 /** Redis behind Sentinel (tokenCache.redis.sentinel). */
@@ -294,6 +327,7 @@ export interface ProxyConfig {
   };
   egressProxy: string | undefined;
   limits: LimitsConfig;
+  paths: PathsConfig;
   shutdown: { drainDelayMs: number; timeoutMs: number };
   tokenCache: { redis: RedisCacheConfig | undefined; maxSources: number; eagerLimit: number };
   readiness: ReadinessConfig;

@@ -7,11 +7,13 @@
  * port 0 included) share one listener; the others share the main listener (src/proxy/router.ts
  * `groupUpstreamsByListener`). On one listener a request goes to
  * the upstream whose `match.hosts` contains its host (or which has no hosts) and whose
- * `match.pathPrefix` is the longest prefix of its path.
+ * `match.pathPrefix` is the longest prefix of its path — the path as normalized by `paths`
+ * (src/net/path-normalization.ts), so a prefix must be written in that form to ever match.
  */
+import { MALFORMED_ESCAPE, normalizePath } from "../net/path-normalization.js";
 import { formatPath, type IssueList, type IssuePath, isObject } from "./issues.js";
 import { DEFAULTS, normalizeHostEntry } from "./normalize.js";
-import type { ListenSpec } from "./types.js";
+import type { ListenSpec, PathsConfig } from "./types.js";
 
 interface Member {
   at: IssuePath;
@@ -32,6 +34,8 @@ export function validateRoutes(doc: Record<string, unknown>, issues: IssueList):
   }
   const upstreams = Array.isArray(doc.upstreams) ? doc.upstreams : [];
   checkNames(upstreams, doc, issues);
+  const rules = pathRulesOf(doc.paths);
+  if (rules) checkPrefixesNormalized(upstreams, rules, issues);
 
   const groups = new Map<string, { where: string; members: Member[] }>();
   const ownListeners: { at: IssuePath; spec: ListenSpec }[] = [];
@@ -69,6 +73,52 @@ function checkNames(upstreams: unknown[], doc: unknown, issues: IssueList): void
       issues.add(
         ["upstreams", i, "name"],
         `expected a unique name, found "${name}" again (first used by ${formatPath(["upstreams", first], doc)})`,
+      );
+    }
+  });
+}
+
+/** `paths` with its defaults, or undefined when malformed (the schema reports it). */
+function pathRulesOf(value: unknown): PathsConfig | undefined {
+  const paths = value ?? {};
+  if (!isObject(paths)) return undefined;
+  const mergeSlashes = paths.mergeSlashes ?? DEFAULTS.paths.mergeSlashes;
+  const escapedSlashes = paths.escapedSlashes ?? DEFAULTS.paths.escapedSlashes;
+  if (typeof mergeSlashes !== "boolean") return undefined;
+  if (escapedSlashes !== "reject" && escapedSlashes !== "unescape" && escapedSlashes !== "keep") {
+    return undefined;
+  }
+  return { mergeSlashes, escapedSlashes };
+}
+
+/**
+ * Requests are routed by their normalized path: a prefix such as `/%61dmin/` or `/api//v1`
+ * could never match one, so it is a mistake to report, not a route to keep silently.
+ */
+function checkPrefixesNormalized(
+  upstreams: unknown[],
+  rules: PathsConfig,
+  issues: IssueList,
+): void {
+  upstreams.forEach((upstream, i) => {
+    const match = isObject(upstream) ? upstream.match : undefined;
+    const prefix = isObject(match) ? match.pathPrefix : undefined;
+    if (typeof prefix !== "string" || !prefix.startsWith("/")) return;
+    const normalized = normalizePath(prefix, rules);
+    if (normalized === prefix) return;
+    const at: IssuePath = ["upstreams", i, "match", "pathPrefix"];
+    const found = JSON.stringify(prefix);
+    if (normalized === MALFORMED_ESCAPE) {
+      issues.add(at, `expected every % followed by two hex digits, found ${found}`);
+    } else if (typeof normalized !== "string") {
+      issues.add(
+        at,
+        `expected no encoded slash (%2F) while paths.escapedSlashes is reject (such requests are refused before routing), found ${found}`,
+      );
+    } else {
+      issues.add(
+        at,
+        `expected the path as requests are routed, ${JSON.stringify(normalized)} (request paths are normalized first: see paths), found ${found}`,
       );
     }
   });

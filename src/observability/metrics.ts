@@ -13,13 +13,22 @@ export interface Metrics {
   requestsInFlight: Gauge<"upstream">;
   errorsTotal: Counter<"upstream" | "code">;
   replaysTotal: Counter<"upstream">;
+  /** Token endpoint requests only: a token read from the shared cache is not one. */
   tokenFetchesTotal: Counter<"upstream" | "outcome">;
+  /** Tokens taken from the shared Redis cache (`tokenCache.redis`) instead of a request. */
+  tokenSharedCacheHitsTotal: Counter<"upstream">;
   tokenFetchDurationSeconds: Histogram<"upstream">;
   tokenExpiryTimestampSeconds: Gauge<"upstream">;
   redisUp: Gauge;
   configReloadsTotal: Counter<"outcome">;
   upgradesOpen: Gauge;
   callerDeniedTotal: Counter<"upstream" | "reason">;
+  /** bcrypt password checks started (issue 30: a burst from one address starts at most 10). */
+  callerPasswordChecksTotal: Counter;
+  /** Password checks waiting for a slot, read from the check queue at scrape. */
+  callerPasswordChecksWaiting: Gauge;
+  /** Where `callerPasswordChecksWaiting` reads from. */
+  watchPasswordChecks(source: () => number): void;
   /** Requests the pacing gate refused, and the upstream's own "slow down" answers (issue 26). */
   rateLimitedTotal: Counter<"upstream" | "reason">;
   /** Requests waiting for their turn, read from the pacers at scrape (see watchRateLimitQueues). */
@@ -35,8 +44,12 @@ export interface Metrics {
   interceptHandshakeFailuresTotal: Counter<"upstream" | "reason">;
   /** Unix time at which the interception CA's certificate expires (set once it is loaded; 0 without). */
   interceptCaExpiryTimestampSeconds: Gauge;
+  /** Requests waiting for a pacing turn or a pause, all upstreams (`limits.maxWaiting`). */
+  waitingRequests: Gauge;
   /** Where `rateLimitQueueDepth` reads from: waiting requests by upstream, at each scrape. */
   watchRateLimitQueues(source: () => Iterable<readonly [string, number]>): void;
+  /** Where `waitingRequests` reads from, at each scrape. */
+  watchWaiting(source: () => number): void;
   /** The last 15 minutes of request and error counts, for the status page (not exported). */
   requestRates: RequestRates;
 }
@@ -60,6 +73,8 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
   if (options.collectProcessMetrics !== false) collectDefaultMetrics({ register: registry });
   const registers = [registry];
   let queueDepths: (() => Iterable<readonly [string, number]>) | undefined;
+  let waiting: (() => number) | undefined;
+  let checksWaiting: (() => number) | undefined;
   return {
     registry,
     requestsTotal: new Counter({
@@ -95,8 +110,14 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     }),
     tokenFetchesTotal: new Counter({
       name: "bearer_proxy_token_fetches_total",
-      help: "Token endpoint requests, by upstream and outcome (success or an error code).",
+      help: "Token endpoint requests, by upstream and outcome (success or an error code); tokens taken from the shared Redis cache are counted in bearer_proxy_token_shared_cache_hits_total instead.",
       labelNames: ["upstream", "outcome"],
+      registers,
+    }),
+    tokenSharedCacheHitsTotal: new Counter({
+      name: "bearer_proxy_token_shared_cache_hits_total",
+      help: "Tokens taken from the shared Redis cache (tokenCache.redis) instead of a token endpoint request, by upstream: another replica (or this one before a restart) had fetched them.",
+      labelNames: ["upstream"],
       registers,
     }),
     tokenFetchDurationSeconds: new Histogram({
@@ -130,13 +151,26 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     }),
     callerDeniedTotal: new Counter({
       name: "bearer_proxy_caller_denied_total",
-      help: "Requests refused by an upstream's allow list, by upstream and reason (no_credential, invalid_credential, not_allowed, throttled, keys_unavailable).",
+      help: "Requests refused by an upstream's allow list, by upstream and reason (no_credential, invalid_credential, not_allowed, throttled, keys_unavailable, checks_busy).",
       labelNames: ["upstream", "reason"],
       registers,
     }),
+    callerPasswordChecksTotal: new Counter({
+      name: "bearer_proxy_caller_password_checks_total",
+      help: "bcrypt password checks started for callers.basic (each one costs a thread-pool thread ~70 ms at cost 10).",
+      registers,
+    }),
+    callerPasswordChecksWaiting: new Gauge({
+      name: "bearer_proxy_caller_password_checks_waiting",
+      help: "Password checks waiting for a free slot (callers.basic.maxConcurrentChecks), at most callers.basic.maxQueuedChecks.",
+      registers,
+      collect() {
+        this.set(checksWaiting?.() ?? 0);
+      },
+    }),
     rateLimitedTotal: new Counter({
       name: "bearer_proxy_rate_limited_total",
-      help: "Pacing (upstreams[].rateLimit), by upstream and reason: limit (answered 429 rate_limited), paused (answered 429 upstream_rate_limited during the upstream's pause), upstream_429 and upstream_503 (the upstream answered with Retry-After and paused its traffic).",
+      help: "Pacing (upstreams[].rateLimit), by upstream and reason: limit (answered 429 rate_limited), paused (answered 429 upstream_rate_limited during the upstream's pause), max_waiting and max_waiting_per_caller (answered 429 rate_limited: no place among the waiting, limits.maxWaiting / maxWaitingPerCaller), upstream_429 and upstream_503 (the upstream answered with Retry-After and paused its traffic).",
       labelNames: ["upstream", "reason"],
       registers,
     }),
@@ -175,8 +209,22 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       help: "Unix time at which the interception CA certificate (intercept.caCertFile) expires; 0 without intercept.",
       registers,
     }),
+    waitingRequests: new Gauge({
+      name: "bearer_proxy_waiting_requests",
+      help: "Requests waiting for a pacing turn or an upstream's pause, over every upstream (out of limits.maxInFlight while they wait; bounded by limits.maxWaiting).",
+      registers,
+      collect() {
+        if (waiting !== undefined) this.set(waiting());
+      },
+    }),
     watchRateLimitQueues(source) {
       queueDepths = source;
+    },
+    watchWaiting(source) {
+      waiting = source;
+    },
+    watchPasswordChecks(source) {
+      checksWaiting = source;
     },
     requestRates: createRequestRates(),
   };

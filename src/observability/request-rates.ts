@@ -36,7 +36,8 @@ export interface RecentRate {
 export interface RequestRates {
   /**
    * Count one finished request. `nowMs` is `performance.now()` (the caller has it already);
-   * `error` marks a 5xx or an error the proxy answered itself.
+   * `error` marks a 5xx or an error the proxy answered itself (not a policy refusal: errors.ts
+   * `isPolicyRefusal`).
    */
   record(upstream: string, error: boolean, nowMs: number): void;
   /** The upstream's last 15 minutes; all zeros for one that has seen no request. */

@@ -340,12 +340,13 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   /**
    * A 429 or 503 with a Retry-After (delta-seconds or HTTP-date, RFC 9110 §10.2.3) pauses the
-   * upstream's pacer until then. True when it did.
+   * upstream's pacer until then, for at most `rateLimit.maxPause`. True when it did.
    */
   private noteSlowDown(statusCode: 429 | 503, raw: readonly (Buffer | string)[]): boolean {
     const pacing = this.o.pacing;
     if (pacing === undefined) return false;
-    const waitMs = parseRetryAfter(firstFieldValue(raw, "retry-after"), Date.now());
+    const retryAfter = firstFieldValue(raw, "retry-after");
+    const waitMs = parseRetryAfter(retryAfter, Date.now(), pacing.maxPauseMs);
     if (waitMs === undefined || waitMs <= 0) return false;
     pacing.slowDown(waitMs, statusCode);
     return true;

@@ -14,7 +14,14 @@ export interface ProcessLoad {
   readonly inFlight: number;
   /** Admits a request unless `limit` (> 0) are in flight already; a refusal is recorded. */
   tryEnter(limit: number): boolean;
-  /** An admitted request finished. */
+  /**
+   * A request that left while it waited for a pacing turn (pacing/waiting-room.ts) is back with
+   * its turn: counted again whatever the load. It held a slot when it arrived, and refusing it
+   * now would waste the turn it waited for; a new request meanwhile sees the count and is
+   * refused as usual (which is what /readyz watches). Not for upgrades: see upgrade.ts.
+   */
+  readmit(): void;
+  /** An admitted request finished (or started waiting). */
   leave(): void;
   /** True while requests have been refused, without a pause, for at least `ms`. */
   overloadedFor(ms: number): boolean;
@@ -39,6 +46,9 @@ export function createProcessLoad(now: () => number = Date.now): ProcessLoad {
       }
       inFlight++;
       return true;
+    },
+    readmit() {
+      inFlight++;
     },
     leave() {
       inFlight--;

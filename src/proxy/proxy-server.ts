@@ -5,7 +5,7 @@
  * Why not fastify + @fastify/http-proxy on this path (fastify serves the admin listener):
  * - speed: reply-from costs ~40% of throughput against a minimal undici forwarder on small GETs;
  * - safety: reply-from turns upstream certificate verification off by default with undici;
- * - control it doesn't give: the bounded 401-replay buffer, byte-exact paths, exact hop-by-hop and
+ * - control it doesn't give: the bounded 401-replay buffer, exact paths, exact hop-by-hop and
  *   credential header handling, and framing checks on the raw request (RFC 9112);
  * - the early-answer collapse: undici drops the connection when the upstream answers while a
  *   body is still streaming; we buffer bodies up to replayBodyLimit and dispatch a Buffer, so the
@@ -22,7 +22,7 @@ import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { CallerGate } from "../callers/caller-gate.js";
-import type { LimitsConfig, ListenSpec, ProxyConfig, UpstreamConfig } from "../config/types.js";
+import type { ListenSpec, ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import {
   createServer,
@@ -90,16 +90,19 @@ export interface ProxyServer {
   /** Requests being handled right now (every routing generation). */
   inFlight(): number;
   /**
-   * Serve new requests with these upstreams from now on (a config reload); requests already
-   * running finish with the routing they started with.
+   * Serve new requests with these upstreams (and `limits` and `paths`, when given) from now on
+   * (a config reload); requests already running finish with the routing they started with.
    */
-  replaceRouting(routing: ProxyRouting, limits?: LimitsConfig): void;
+  replaceRouting(routing: ProxyRouting, rules?: RequestRules): void;
   /** Requests (and upgraded connections) still running on a routing replaced by a reload. */
   retiredInFlight(): number;
 }
 
 /** How often Node checks headersTimeout/requestTimeout; its default (30 s) makes them useless. */
 const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
+
+/** The parts of the config each request is checked against; a reload may change them. */
+export type RequestRules = Pick<ProxyConfig, "limits" | "paths">;
 
 /** What a reload hands a running listener: its new upstreams and their lookups. */
 export type ProxyRouting = Pick<
@@ -116,9 +119,11 @@ export type ProxyRouting = Pick<
 export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
   const { limits } = deps.config;
   const accessLog = deps.accessLog ?? createAccessLog(deps.logger);
-  const buildGeneration = (routing: ProxyRouting, limits = deps.config.limits) => {
+  const buildGeneration = (routing: ProxyRouting, rules: RequestRules = deps.config) => {
+    const { limits, paths } = rules;
     const handler = createRequestHandler({
       limits,
+      paths,
       upstreams: routing.upstreams,
       tokenFor: routing.tokenFor,
       dispatcherFor: routing.dispatcherFor,
@@ -134,6 +139,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
     // WebSocket and other Upgrade requests (see upgrade.ts).
     const upgrades = createUpgradeHandler({
       limits,
+      paths,
       upstreams: routing.upstreams,
       tokenFor: routing.tokenFor,
       upgradeDispatcherFor: routing.upgradeDispatcherFor ?? routing.dispatcherFor,
@@ -145,6 +151,7 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       accessLog,
       serveAsRequest: handler,
       upgradeLoad: deps.lifecycle.upgrades,
+      waitingRoom: deps.lifecycle.waiting,
     });
     return { handler, upgrades };
   };
@@ -259,8 +266,8 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       }
       return count;
     },
-    replaceRouting(routing, nextLimits) {
-      const next = buildGeneration(routing, nextLimits);
+    replaceRouting(routing, rules) {
+      const next = buildGeneration(routing, rules);
       if (closing) next.handler.markClosing();
       for (const generation of generations) {
         if (generation.handler.inFlight() + generation.upgrades.inFlight() === 0) {

@@ -10,7 +10,14 @@ import type { LimitsConfig } from "../config/types.js";
 import type { ProxyErrorCode } from "../errors.js";
 import type { AccessToken, TokenProvider } from "../token/types.js";
 import { startExchange } from "./forward.js";
-import { budgetKey, type GateRefusal, type PacedRequest, passGate } from "./pacing/gate.js";
+import type { ProcessLoad } from "./overload.js";
+import {
+  budgetKey,
+  type GateRefusal,
+  type PacedRequest,
+  passGate,
+  type WaitingPlaces,
+} from "./pacing/gate.js";
 import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
 import { mapUpstreamError } from "./proxy-errors.js";
 import type { RequestAnswer } from "./request-answer.js";
@@ -32,6 +39,10 @@ export interface DispatchDeps {
   freshDispatcherFor?: ((upstreamName: string) => Dispatcher) | undefined;
   /** The upstream's pacing gate and retry policy; undefined: neither (one reset retry). */
   pacingFor?: ((upstreamName: string) => UpstreamPacing | undefined) | undefined;
+  /** The process load a request counts in (`limits.maxInFlight`), left while it waits. */
+  load: ProcessLoad;
+  /** Where a request waits for its turn, out of `load` (`limits.maxWaiting`). */
+  waiting: WaitingPlaces;
 }
 
 /** A request with its token (and body, if any) in hand, on its way through the pacing gate. */
@@ -50,9 +61,30 @@ class ReadyRequest implements PacedRequest {
     return this.answer.finished;
   }
 
+  get caller(): string | undefined {
+    return this.answer.caller;
+  }
+
+  get peer() {
+    return this.answer.req.socket;
+  }
+
   waitSignal(): AbortSignal {
     this.answer.abortWait ??= new AbortController();
     return this.answer.abortWait.signal;
+  }
+
+  leaveLoad(): void {
+    if (!this.answer.admitted) return;
+    this.answer.admitted = false;
+    this.deps.load.leave();
+  }
+
+  resumeLoad(): boolean {
+    // It held a slot when it arrived: counted again whatever the load (overload.ts readmit).
+    this.deps.load.readmit();
+    this.answer.admitted = true;
+    return true;
   }
 
   afterWait(): void {
@@ -165,7 +197,12 @@ function pace(ready: ReadyRequest, pacing: UpstreamPacing | undefined): void {
     exchange(ready, undefined, "", undefined);
     return;
   }
-  passGate(ready, pacing, budgetKey(pacing, ready.answer.caller, ready.answer.req.socket));
+  passGate(
+    ready,
+    pacing,
+    budgetKey(pacing, ready.answer.caller, ready.answer.req.socket),
+    ready.deps.waiting,
+  );
 }
 
 function exchange(

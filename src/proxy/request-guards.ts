@@ -1,21 +1,26 @@
 /**
  * Checks on an incoming request that Node's parser (llhttp, strict mode) leaves to us, per
  * RFC 9112 and our own limits: version, Host, header count, target length and form, methods a
- * credential-injecting proxy must refuse, and dot-segments. Parse errors llhttp does catch (CL+TE,
- * duplicate Content-Length, obs-fold, bare CR, …) arrive as `clientError`; see client-errors.ts.
+ * credential-injecting proxy must refuse, and dot-segments; then the path is normalized, once, for
+ * everything after (path-normalization.ts). Parse errors llhttp does catch (CL+TE, duplicate
+ * Content-Length, obs-fold, bare CR, …) arrive as `clientError`; see client-errors.ts.
  */
 import type { IncomingMessage } from "node:http";
-import type { LimitsConfig } from "../config/types.js";
+import type { LimitsConfig, PathsConfig } from "../config/types.js";
 import type { ProxyErrorCode } from "../errors.js";
+import { ESCAPED_SLASH, normalizePath } from "../net/path-normalization.js";
 
 /** A request the guards accepted: where it goes and what to send. */
 export interface AcceptedTarget {
   kind: "ok";
   /** Authority used for routing: the absolute-form URI's, else the Host header (or none). */
   authority: string | undefined;
-  /** The request target's path and query, byte-exact, always starting with "/". */
+  /**
+   * The normalized path and the query as it came (byte-exact), always starting with "/": what
+   * is routed, logged and forwarded. Nothing after the guards decodes it again.
+   */
   pathAndQuery: string;
-  /** The path part only (before "?"), for routing and logs. */
+  /** The normalized path only (before "?"), for routing and logs. */
   pathname: string;
   /** True for `GET http://host/path` (HTTP_PROXY mode). */
   absoluteForm: boolean;
@@ -67,7 +72,9 @@ function decodePathDelimiters(pathname: string): string {
 
 /**
  * True if the path part of a target contains a dot-segment or a backslash, literal or
- * percent-encoded. Forwarding stays byte-exact: this only decides whether to refuse.
+ * percent-encoded (double-encoded too). Checked on the path as it came: normalization decodes
+ * less than this check does, so it can't make a refused path acceptable, nor an accepted one
+ * unsafe.
  */
 export function hasUnsafePathSegment(pathname: string): boolean {
   const decoded = pathname.includes("%") ? decodePathDelimiters(pathname) : pathname;
@@ -210,13 +217,14 @@ function pathnameOf(pathAndQuery: string): string {
 }
 
 /**
- * Runs every check on a parsed request. `isKnownHost` says whether an authority is in some
- * `match.hosts` of this listener: absolute-form requests for any other host are refused before
- * any connection is made (never an open proxy).
+ * Runs every check on a parsed request and normalizes its path by `paths`. `isKnownHost` says
+ * whether an authority is in some `match.hosts` of this listener: absolute-form requests for any
+ * other host are refused before any connection is made (never an open proxy).
  */
 export function checkRequest(
   req: IncomingMessage,
   limits: LimitsConfig,
+  paths: PathsConfig,
   isKnownHost: (authority: string) => boolean,
 ): GuardResult {
   const methodRejection = checkMethod(req.method);
@@ -253,6 +261,23 @@ export function checkRequest(
   if (hasUnsafePathSegment(accepted.pathname)) {
     return reject("bad_request", "dot-segments and backslashes are not allowed in the path");
   }
+  return normalizeTarget(accepted, paths);
+}
+
+/** The accepted target with its path normalized, the query kept as it came. */
+function normalizeTarget(accepted: AcceptedTarget, paths: PathsConfig): GuardResult {
+  const normalized = normalizePath(accepted.pathname, paths);
+  if (normalized === accepted.pathname) return accepted;
+  if (typeof normalized !== "string") {
+    return normalized === ESCAPED_SLASH
+      ? reject(
+          "ambiguous_path",
+          "an encoded slash (%2F) in the path is refused (paths.escapedSlashes: reject): upstreams disagree on whether it separates segments",
+        )
+      : reject("bad_request", "a % in the path must be followed by two hex digits");
+  }
+  accepted.pathAndQuery = normalized + accepted.pathAndQuery.slice(accepted.pathname.length);
+  accepted.pathname = normalized;
   return accepted;
 }
 

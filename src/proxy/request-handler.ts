@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Dispatcher } from "undici";
 import type { CallerGate, GateVerdict } from "../callers/caller-gate.js";
-import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
+import type { LimitsConfig, PathsConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -17,12 +17,14 @@ import type { AccessLog } from "./access-log.js";
 import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
 import { createPipelineQueue } from "./pipeline-queue.js";
 import { type AnswerContext, RequestAnswer } from "./request-answer.js";
-import { dispatchRequest } from "./request-dispatch.js";
+import { type DispatchDeps, dispatchRequest } from "./request-dispatch.js";
 import { createRequestRecorder } from "./request-log.js";
 import { createRequestPlanner, type ForwardPlan } from "./request-plan.js";
 
 export interface RequestHandlerDeps {
   limits: LimitsConfig;
+  /** How request paths are normalized before routing (request-guards.ts). */
+  paths: PathsConfig;
   /** The upstreams served on this listener. */
   upstreams: readonly UpstreamConfig[];
   /** Called per request (cheap lookups expected): the registry may evict idle sources. */
@@ -53,11 +55,17 @@ export interface RequestHandler {
 
 export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
   const { lifecycle } = deps;
-  const planner = createRequestPlanner(deps.limits, deps.upstreams, {
+  const planner = createRequestPlanner(deps.limits, deps.paths, deps.upstreams, {
     dropTraceContext: deps.tracing?.enabled,
   });
   let inFlight = 0;
   let closing = false;
+  // What dispatching needs besides these deps: the load a waiting request leaves, and the room.
+  const dispatchDeps: DispatchDeps = {
+    ...deps,
+    load: lifecycle.load,
+    waiting: { room: lifecycle.waiting, limits: deps.limits },
+  };
 
   const pipeline = createPipelineQueue(handle, deps.limits.maxPipelinedRequests);
   const context: AnswerContext = {
@@ -90,7 +98,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
         return;
       }
       const verdict = deps.callerGate?.check(plan.route.config.name, req);
-      if (verdict === undefined) dispatchRequest(answer, plan, deps);
+      if (verdict === undefined) dispatchRequest(answer, plan, dispatchDeps);
       else if (verdict instanceof Promise) {
         // A credential not seen lately: bcrypt or a JWKS lookup runs first.
         void verdict.then((settled) => admit(answer, plan, settled));
@@ -108,7 +116,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): RequestHandler {
     if (answer.finished) return; // the client left while its credential was checked
     answer.caller = verdict.caller;
     if (verdict.allowed) {
-      dispatchRequest(answer, plan, deps);
+      dispatchRequest(answer, plan, dispatchDeps);
       return;
     }
     answer.fail(verdict.code, verdict.message, {

@@ -9,6 +9,7 @@
  * observed in a tight loop, prom-client's code and data stay in cache, which costs a fraction
  * of an observe between two requests.
  */
+import { isPolicyRefusal } from "../errors.js";
 import { type Metrics, methodLabel, statusClass } from "../observability/metrics.js";
 
 type RequestLabels = { upstream: string; method: string; status_class: string };
@@ -140,9 +141,12 @@ export function createRequestMetrics(metrics: Metrics): RequestMetrics {
       inFlightFor(upstream).delta++;
     },
     finished(request, durationMs, nowMs = performance.now()) {
+      // A policy refusal (allow, rateLimit) is the gateway working, not an error of the upstream's.
       const error =
         request.status >= 500 ||
-        (request.errorCode !== undefined && request.errorCode !== "client_closed");
+        (request.errorCode !== undefined &&
+          request.errorCode !== "client_closed" &&
+          !isPolicyRefusal(request.errorCode));
       rates.record(request.upstream, error, nowMs);
       const entry = seriesFor(request.upstream, request.method, request.status);
       entry.pending++;

@@ -3,7 +3,7 @@
  * request head; nothing is read from the body and nothing is sent anywhere yet.
  */
 import type { IncomingMessage } from "node:http";
-import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
+import type { LimitsConfig, PathsConfig, UpstreamConfig } from "../config/types.js";
 import type { ProxyErrorCode } from "../errors.js";
 import {
   createHeaderInjector,
@@ -24,9 +24,9 @@ export interface UpstreamRoute {
 export interface ForwardPlan {
   kind: "forward";
   route: UpstreamRoute;
-  /** Path without the query string, for logs. */
+  /** The normalized path without the query string, for logs. */
   pathname: string;
-  /** Path and query as sent upstream, byte-exact. */
+  /** Path and query as sent upstream: the normalized path, the query byte-exact. */
   path: string;
   /** Forwarded headers (flat name/value list); the Authorization slot is filled at dispatch. */
   headers: string[];
@@ -62,6 +62,7 @@ const CONTINUE = /^100-continue$/i;
 
 export function createRequestPlanner(
   limits: LimitsConfig,
+  paths: PathsConfig,
   upstreams: readonly UpstreamConfig[],
   injectorOptions: HeaderInjectorOptions = {},
 ): RequestPlanner {
@@ -76,7 +77,7 @@ export function createRequestPlanner(
   const isKnownHost = (authority: string) => router.isKnownHost(authority);
 
   function plan(req: IncomingMessage): RequestPlan {
-    const guard = checkRequest(req, limits, isKnownHost);
+    const guard = checkRequest(req, limits, paths, isKnownHost);
     if (guard.kind === "reject") {
       // A request this malformed says nothing good about the rest of the connection's bytes.
       return {

@@ -4,8 +4,9 @@
  *    main listener (see `groupUpstreamsByListener`);
  * 2. the authority (Host header, or the absolute-form URI's): if it is in some upstream's
  *    `match.hosts`, only those upstreams are candidates, otherwise only upstreams without hosts;
- * 3. the longest `match.pathPrefix` that matches the path (byte-wise, case-sensitive, no
- *    decoding); a prefix not ending in "/" matches on a segment boundary.
+ * 3. the longest `match.pathPrefix` that matches the path as the guards normalized it
+ *    (byte-wise, case-sensitive; nothing is decoded here — see net/path-normalization.ts); a
+ *    prefix not ending in "/" matches on a segment boundary.
  * Every lookup is a few Map probes: nothing is scanned or built per request.
  */
 import type { ListenSpec, ProxyConfig, UpstreamConfig } from "../config/types.js";
@@ -103,7 +104,10 @@ function lookupPrefix(table: PrefixTable, pathname: string): UpstreamConfig | un
   return undefined;
 }
 
-/** The path sent upstream: basePath + (stripPrefix ? path minus prefix : path), byte-exact. */
+/**
+ * The path sent upstream: basePath + (stripPrefix ? path minus prefix : path), from the
+ * normalized path the route matched, with nothing decoded or re-encoded on the way.
+ */
 export function upstreamPath(upstream: UpstreamConfig, pathAndQuery: string): string {
   let rest = pathAndQuery;
   const prefix = upstream.match.pathPrefix || "/";

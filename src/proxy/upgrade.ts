@@ -26,7 +26,7 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { CallerGate, GateVerdict } from "../callers/caller-gate.js";
-import type { LimitsConfig, UpstreamConfig } from "../config/types.js";
+import type { LimitsConfig, PathsConfig, UpstreamConfig } from "../config/types.js";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -36,8 +36,9 @@ import type { AccessLog } from "./access-log.js";
 import { type Exchange, startExchange } from "./forward.js";
 import { createHeaderInjector, type HeaderInjector } from "./inject-headers.js";
 import type { ProcessLoad } from "./overload.js";
-import { budgetKey, passGate } from "./pacing/gate.js";
+import { budgetKey, passGate, type WaitingPlaces } from "./pacing/gate.js";
 import type { UpstreamPacing } from "./pacing/upstream-pacing.js";
+import type { WaitingRoom } from "./pacing/waiting-room.js";
 import { mapUpstreamError, sendProxyError } from "./proxy-errors.js";
 import { type AcceptedTarget, checkRequest } from "./request-guards.js";
 import { createRequestRecorder } from "./request-log.js";
@@ -58,6 +59,8 @@ import {
 
 export interface UpgradeHandlerDeps {
   limits: LimitsConfig;
+  /** How request paths are normalized (the guards do it, as for plain requests). */
+  paths: PathsConfig;
   /** The upstreams served on this listener. */
   upstreams: readonly UpstreamConfig[];
   tokenFor(upstreamName: string): TokenProvider;
@@ -70,6 +73,8 @@ export interface UpgradeHandlerDeps {
   serveAsRequest(req: IncomingMessage, res: ServerResponse): void;
   /** Upgrades open over every listener, bounded by `limits.maxUpgrades`. */
   upgradeLoad: ProcessLoad;
+  /** Where a handshake waits for its pacing turn, out of `upgradeLoad` (`limits.maxWaiting`). */
+  waitingRoom: WaitingRoom;
   /** Who may use which upstream; undefined: everyone. */
   callerGate?: CallerGate | undefined;
   /** Request and upstream-attempt spans, as for plain requests; default: off. */
@@ -132,6 +137,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
   const isKnownHost = (authority: string) => router.isKnownHost(authority);
   const relays = new Set<UpgradeRelay>();
   let waiting = 0;
+  const waitingPlaces: WaitingPlaces = { room: deps.waitingRoom, limits: deps.limits };
 
   const handler = ((req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const client = socket as Socket;
@@ -262,7 +268,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
     }
 
     function proceed(): void {
-      const guard = checkRequest(req, deps.limits, isKnownHost);
+      const guard = checkRequest(req, deps.limits, deps.paths, isKnownHost);
       if (guard.kind === "reject") {
         fail(guard.code, guard.message, { headers: guard.headers });
         return;
@@ -484,9 +490,33 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
             get finished() {
               return finished;
             },
+            caller,
+            peer: client,
             waitSignal() {
               abortWait ??= new AbortController();
               return abortWait.signal;
+            },
+            leaveLoad() {
+              if (!admitted) return;
+              admitted = false;
+              deps.upgradeLoad.leave();
+              deps.metrics.upgradesOpen.dec();
+            },
+            resumeLoad() {
+              // Unlike a plain request's, its slot is not given back whatever the load: an
+              // upgraded connection lives for minutes, and maxUpgrades is all that bounds them.
+              if (finished) return false;
+              admitted = deps.upgradeLoad.tryEnter(deps.limits.maxUpgrades);
+              if (!admitted) {
+                fail(
+                  "too_many_upgrades",
+                  `the proxy holds limits.maxUpgrades (${deps.limits.maxUpgrades}) upgraded connections already`,
+                  { retryAfterSeconds: 1 },
+                );
+                return false;
+              }
+              deps.metrics.upgradesOpen.inc();
+              return true;
             },
             afterWait() {
               current = tokens.peekToken() ?? current;
@@ -502,6 +532,7 @@ export function createUpgradeHandler(deps: UpgradeHandlerDeps): UpgradeHandler {
           },
           pacing,
           budgetKey(pacing, caller, client),
+          waitingPlaces,
         );
       };
 

@@ -30,7 +30,11 @@ export interface GetOrFetchArgs {
   refreshFraction: number;
   /** Fingerprint of a token the upstream rejected (401): a stored token with it is stale. */
   rejectFingerprint?: string | undefined;
-  /** Asks the token endpoint; called at most once per getOrFetch. Its errors propagate. */
+  /**
+   * Asks the token endpoint; called at most once per getOrFetch, and only by the call that asks
+   * (a call joining one in flight in this replica never calls its own): whether it was called
+   * tells a token this call fetched from one read from Redis. Its errors propagate.
+   */
   fetchFromIdp: () => Promise<SharedToken>;
   /**
    * Ends a wait for another replica's fetch (shutdown, the source stopped): the call then

@@ -16,8 +16,7 @@ import { sharedCredentialKey } from "./credential-identity.js";
 import type { Dpop } from "./dpop/index.js";
 import type { SharedToken, SharedTokenCache } from "./redis-types.js";
 import { describeTokenUrl } from "./response-text.js";
-import type { TokenResponse } from "./token-response.js";
-import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
+import { createTokenSource, type FetchedToken, type TokenSourceOptions } from "./token-source.js";
 import type { TokenProvider } from "./types.js";
 
 /**
@@ -75,7 +74,7 @@ export function createSharedTokenSourceFactory(
       credentials: ClientCredentials,
       signal: AbortSignal,
       dpop?: Dpop,
-    ): Promise<TokenResponse> => {
+    ): Promise<FetchedToken> => {
       const rejectFingerprint = rejectedFingerprint;
       rejectedFingerprint = undefined;
       const secret = sharedCacheSecret(spec.clientAuth, credentials);
@@ -87,12 +86,18 @@ export function createSharedTokenSourceFactory(
           signal,
           dpop,
         });
+      // The cache calls fetchFromIdp exactly when this call asks the token endpoint; otherwise
+      // the token came from Redis (another replica's request, or a concurrent call's here).
+      let askedTokenEndpoint = false;
       const shared = await cache.getOrFetch({
         credentialKey: sharedCredentialKey(spec, credentials.clientId, { dpopJkt: dpop?.jkt }),
         secret,
         refreshFraction: policy.refreshWindow[0],
         rejectFingerprint,
-        fetchFromIdp: () => fetchFromIdp(credentials, signal, dpop),
+        fetchFromIdp: () => {
+          askedTokenEndpoint = true;
+          return fetchFromIdp(credentials, signal, dpop);
+        },
         signal,
       });
       // Stored under the key's thumbprint, so only a bound token can be found here; checked all
@@ -112,6 +117,7 @@ export function createSharedTokenSourceFactory(
         scope: shared.scope,
         expiresInClamped: false,
         ...(dpop === undefined ? {} : { tokenType: "DPoP" as const }),
+        ...(askedTokenEndpoint ? {} : { sharedCache: { issuedAtWallMs: shared.obtainedAtWallMs } }),
       };
     };
 

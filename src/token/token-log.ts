@@ -6,10 +6,12 @@ import type { Logger } from "pino";
 import type { BearerProxyError } from "../errors.js";
 import { CHECK_CREDENTIALS_HINT } from "./credential-hint.js";
 import type { TokenResponse } from "./token-response.js";
-import type { AccessToken } from "./types.js";
+import type { AccessToken, TokenOriginStatus } from "./types.js";
 
 /**
- * Log a fetched token: fingerprint, lifetime, scope, when it will be refreshed. A tolerated
+ * Log a new token: fingerprint, lifetime, scope, when it will be refreshed, and where it came
+ * from (`source`): "token fetched" for a token endpoint request, "token taken from the shared
+ * cache" for one another replica fetched (with how long ago it was issued). A tolerated
  * departure from RFC 6749 (`response.notes`) is warned about once per source: `notesLogged`
  * holds the codes already warned about.
  */
@@ -18,21 +20,28 @@ export function logFetchSuccess(
   token: AccessToken,
   fields: {
     response: TokenResponse;
+    origin: TokenOriginStatus;
     refreshInMs: number;
     durationMs: number;
     notesLogged?: Set<string>;
   },
 ): void {
   const lifetimeS = token.lifetimeMs / 1000;
+  const { origin } = fields;
+  const shared = origin.source === "shared-cache";
   log.info(
     {
       fingerprint: token.fingerprint,
+      source: origin.source,
       lifetimeS,
       scope: token.scope,
       refreshInS: round1(fields.refreshInMs / 1000),
       durationMs: Math.round(fields.durationMs),
+      ...(shared
+        ? { issuedAgoS: round1((origin.receivedAtWallMs - origin.issuedAtWallMs) / 1000) }
+        : {}),
     },
-    "token fetched",
+    shared ? "token taken from the shared cache" : "token fetched",
   );
   if (fields.response.expiresInClamped) {
     log.warn("token endpoint sent expires_in above 24 h; clamped to 24 h");

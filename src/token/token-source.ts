@@ -27,8 +27,16 @@ import { toTokenError, unavailableError } from "./token-errors.js";
 import { type CachedToken, isUsable, planToken } from "./token-lifetime.js";
 import { logFetchFailure, logFetchSuccess, round1 } from "./token-log.js";
 import { describeTokenStatus } from "./token-status.js";
-import type { AccessToken, TokenProvider, TokenStatus } from "./types.js";
+import type { AccessToken, TokenOriginStatus, TokenProvider, TokenStatus } from "./types.js";
 import { createWaiterSet } from "./waiters.js";
+
+/**
+ * What a token request answers: the token response, and, when the token was not asked of the
+ * token endpoint but taken from the shared Redis cache, when the token endpoint issued it.
+ */
+export interface FetchedToken extends TokenResponse {
+  sharedCache?: { issuedAtWallMs: number } | undefined;
+}
 
 export interface TokenSourceOptions {
   /** Upstream name for logs and metric labels. */
@@ -52,7 +60,7 @@ export interface TokenSourceOptions {
     credentials: ClientCredentials,
     signal: AbortSignal,
     dpop?: Dpop | undefined,
-  ) => Promise<TokenResponse>;
+  ) => Promise<FetchedToken>;
   /** Replaces the credential reader built from spec (tests). Closed with the source. */
   credentialReader?: CredentialReader;
   /** Poll interval for secret files and `dpop.keyFile`; default 5000 ms. */
@@ -100,8 +108,12 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
   let lastErrorAtWallMs: number | undefined;
   let lastFetchAtWallMs: number | undefined;
   let lastFetchDurationMs: number | undefined;
+  /** Token endpoint requests (counted when they end), and tokens taken from the shared cache. */
   let fetchCount = 0;
   let failureCount = 0;
+  let sharedCacheHits = 0;
+  /** Where the current `token` came from. */
+  let origin: TokenOriginStatus | undefined;
   let closed = false;
   /** Response notes already warned about (once per source). */
   const notesLogged = new Set<string>();
@@ -172,7 +184,6 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     clearTimer();
     inflight = true;
     lastFetchStartMs = clock.now();
-    fetchCount++;
     fetchAbort = new AbortController();
     fetchCause = cause;
     fetchSpan = tracing.startTokenFetchSpan(options.upstream, {
@@ -184,7 +195,7 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
 
   async function runFetch(signal: AbortSignal, startMs: number, span: TokenSpan): Promise<void> {
     let credentials: Credentials | undefined;
-    let response: TokenResponse | undefined;
+    let response: FetchedToken | undefined;
     let dpop: Dpop | undefined;
     let boundJkt: string | undefined;
     let failure: unknown;
@@ -205,8 +216,19 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     if (closed) return;
     lastFetchDurationMs = clock.now() - startMs;
     lastFetchAtWallMs = clock.wallNow();
-    for (const upstream of labels) {
-      options.metrics?.tokenFetchDurationSeconds.observe({ upstream }, lastFetchDurationMs / 1000);
+    // A token read from the shared cache was no token endpoint request: the fetch metrics and
+    // fetchCount leave it out, so "one request per credential" can be checked across replicas.
+    if (response?.sharedCache) {
+      sharedCacheHits++;
+      for (const upstream of labels) options.metrics?.tokenSharedCacheHitsTotal.inc({ upstream });
+    } else {
+      fetchCount++;
+      for (const upstream of labels) {
+        options.metrics?.tokenFetchDurationSeconds.observe(
+          { upstream },
+          lastFetchDurationMs / 1000,
+        );
+      }
     }
     if (response && credentials) onSuccess(response, credentials.version, startMs, dpop, boundJkt);
     else onFailure(error ?? toTokenError(failure, where), credentials?.version);
@@ -214,13 +236,13 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
 
   /** `dpop`: the key the request proved possession of; `boundJkt`: its thumbprint then. */
   function onSuccess(
-    response: TokenResponse,
+    response: FetchedToken,
     version: string,
     startMs: number,
     dpop: Dpop | undefined,
     boundJkt: string | undefined,
   ): void {
-    countFetch("success");
+    if (!response.sharedCache) countFetch("success");
     consecutiveFailures = 0;
     lastError = undefined;
     if (version !== latestVersion) {
@@ -249,12 +271,19 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       ...(dpop ? { dpop } : {}),
     };
     const { lifetimeMs, refreshAtMs } = token;
+    const receivedAtWallMs = clock.wallNow();
+    origin = {
+      source: response.sharedCache ? "shared-cache" : "token-endpoint",
+      receivedAtWallMs,
+      issuedAtWallMs: response.sharedCache?.issuedAtWallMs ?? receivedAtWallMs,
+    };
     usedSinceFetch = false;
     for (const upstream of labels) {
       options.metrics?.tokenExpiryTimestampSeconds.set({ upstream }, token.expiresAtWallMs / 1000);
     }
     logFetchSuccess(log, token, {
       response,
+      origin,
       refreshInMs: refreshAtMs - now,
       durationMs: now - startMs,
       notesLogged,
@@ -409,6 +438,8 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
         clock,
         fetchCount,
         failureCount,
+        sharedCacheHits,
+        origin,
       });
       return dpop ? { ...status, dpop: { jkt: dpop.jkt, algorithm: dpop.algorithm } } : status;
     },

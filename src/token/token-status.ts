@@ -4,7 +4,7 @@
  */
 import type { BearerProxyError } from "../errors.js";
 import type { Clock } from "./clock.js";
-import type { AccessToken, TokenState, TokenStatus } from "./types.js";
+import type { AccessToken, TokenOriginStatus, TokenState, TokenStatus } from "./types.js";
 
 /** What a token source knows about itself at one moment. */
 export interface TokenSourceSnapshot {
@@ -22,6 +22,9 @@ export interface TokenSourceSnapshot {
   clock: Clock;
   fetchCount: number;
   failureCount: number;
+  sharedCacheHits: number;
+  /** Where `current` came from; ignored without a current token. */
+  origin: TokenOriginStatus | undefined;
 }
 
 /** The status of a live source. */
@@ -50,6 +53,8 @@ export function describeTokenStatus(s: TokenSourceSnapshot): TokenStatus {
         : s.clock.wallNow() + (s.nextAttemptAtMs - s.clock.now()),
     fetchCount: s.fetchCount,
     failureCount: s.failureCount,
+    sharedCacheHits: s.sharedCacheHits,
+    origin: current ? s.origin : undefined,
   };
 }
 

@@ -52,6 +52,22 @@ export type TokenState =
   | "failed"
   | "closed";
 
+/**
+ * Where a token came from: a request this source made to the token endpoint, or the shared
+ * Redis cache (`tokenCache.redis`), where another replica — or this one before a restart — had
+ * stored what the token endpoint issued to it. Logged as `source`, shown on /status.
+ */
+export type TokenOrigin = "token-endpoint" | "shared-cache";
+
+/** Where the current token came from and when (wall-clock ms). */
+export interface TokenOriginStatus {
+  source: TokenOrigin;
+  /** When this replica got the token: the token endpoint's answer, or the read from Redis. */
+  receivedAtWallMs: number;
+  /** When the token endpoint issued it (for a shared token, to the replica that asked). */
+  issuedAtWallMs: number;
+}
+
 /** Secret-free snapshot for /status, /readyz and metrics. */
 export interface TokenStatus {
   state: TokenState;
@@ -75,8 +91,16 @@ export interface TokenStatus {
     | undefined;
   /** Wall-clock ms of the next scheduled refresh or retry. */
   nextRefreshAtWallMs: number | undefined;
+  /**
+   * Token endpoint requests this source made (failed ones included; tokens taken from the
+   * shared cache are not requests: `sharedCacheHits`).
+   */
   fetchCount: number;
   failureCount: number;
+  /** Tokens taken from the shared Redis cache instead of asking the token endpoint. */
+  sharedCacheHits?: number | undefined;
+  /** Where the current token came from and when; absent without a current token. */
+  origin?: TokenOriginStatus | undefined;
   /**
    * The DPoP key's public facts (`upstreams[].dpop`) once the first fetch loaded it: RFC 7638
    * thumbprint and signing algorithm, never the key or a proof.

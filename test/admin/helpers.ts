@@ -1,6 +1,7 @@
 import { Writable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import { createAdminServer } from "../../src/admin/admin-server.js";
+import type { Denial } from "../../src/callers/denial-log.js";
 import type { ProxyConfig, ReadinessConfig, UpstreamConfig } from "../../src/config/types.js";
 import { createLifecycle, type Lifecycle } from "../../src/lifecycle.js";
 import { createLogger } from "../../src/observability/logger.js";
@@ -75,6 +76,8 @@ export interface TestAdminOptions {
   tokenModes?: Record<string, TokenMode>;
   /** The rates' monotonic clock (performance.now by default). */
   monotonicNow?: () => number;
+  /** Recent refusals by `allow`, newest first, as the caller gate's denial log keeps them. */
+  callerDenials?: () => Denial[];
 }
 
 /** An admin server (not listening) over fake token statuses; close `app` after the test. */
@@ -128,6 +131,7 @@ export function buildTestAdmin(options: TestAdminOptions = {}): TestAdmin {
         }
       : {}),
     ...(options.monotonicNow ? { monotonicNow: options.monotonicNow } : {}),
+    ...(options.callerDenials ? { callerDenials: options.callerDenials } : {}),
   });
   return { app, lifecycle, metrics, statuses, config, quitCalls: () => quits, logLines };
 }

@@ -58,6 +58,8 @@ describe("admin responses never contain a secret or a token", () => {
       { url: "/metrics" },
       { url: "/status" },
       { url: "/status", headers: { accept: "text/html" } },
+      { url: "/status/upstreams/scripts" },
+      { url: "/status/upstreams/scripts", headers: { accept: "text/html" } },
       { url: "/nope" },
     ]) {
       const res = await admin.app.inject({ method: "GET", ...request });

@@ -6,6 +6,7 @@ import {
   createCallerAuthenticator,
   parseProxyAuthorization,
 } from "../../src/callers/authenticate.js";
+import { credentialKey } from "../../src/callers/credential-key.js";
 import { createHtpasswdUsers, type HtpasswdUsers } from "../../src/callers/htpasswd.js";
 import {
   AUDIENCE,
@@ -41,7 +42,7 @@ async function basicAuthenticator(options: { basicTtlMs?: number; maxEntries?: n
   const usersFile = join(dir, "users");
   await writeFile(usersFile, `alice:${hashPassword("pa:ss")}\nbob:${hashPassword("bob")}\n`);
   auth = createCallerAuthenticator({
-    callers: { basic: { usersFile } },
+    callers: { basic: { usersFile, maxConcurrentChecks: 1, maxQueuedChecks: 100 } },
     now,
     pollIntervalMs: 0,
     ...options,
@@ -83,18 +84,18 @@ describe("caller authenticator", () => {
   it("Basic: verified once, then peek answers synchronously until basicTtlMs", async () => {
     const { auth } = await basicAuthenticator({ basicTtlMs: 60_000 });
     const header = basic("alice", "pa:ss");
-    expect(auth.peek(header)).toBeUndefined();
+    expect(auth.peek(credentialKey(header))).toBeUndefined();
     const result = await auth.authenticate(header);
     expect(result).toEqual({
       ok: true,
       caller: { kind: "user", name: "alice" },
       expiresAtMs: START_MS + 60_000,
     });
-    expect(auth.peek(header)).toEqual(result);
+    expect(auth.peek(credentialKey(header))).toEqual(result);
     nowMs += 59_999;
-    expect(auth.peek(header)).toEqual(result);
+    expect(auth.peek(credentialKey(header))).toEqual(result);
     nowMs += 1;
-    expect(auth.peek(header)).toBeUndefined();
+    expect(auth.peek(credentialKey(header))).toBeUndefined();
   });
 
   it("failures are not cached, and unknown user and wrong password answer alike", async () => {
@@ -104,22 +105,26 @@ describe("caller authenticator", () => {
     expect(wrong).toMatchObject({ ok: false, reason: "bad_password" });
     expect(unknown).toMatchObject({ ok: false, reason: "unknown_user" });
     expect((wrong as { message: string }).message).toBe((unknown as { message: string }).message);
-    expect(auth.peek(basic("alice", "nope"))).toBeUndefined();
+    expect(auth.peek(credentialKey(basic("alice", "nope")))).toBeUndefined();
   });
 
   it("a generation bump drops cached Basic results; the next authenticate verifies anew", async () => {
     const usersFile = join(dir, "users");
     await writeFile(usersFile, `alice:${hashPassword("old")}\n`);
     const users = createHtpasswdUsers({ file: usersFile, pollIntervalMs: 0 });
-    auth = createCallerAuthenticator({ callers: { basic: { usersFile } }, users, now });
+    auth = createCallerAuthenticator({
+      callers: { basic: { usersFile, maxConcurrentChecks: 1, maxQueuedChecks: 100 } },
+      users,
+      now,
+    });
     const header = basic("alice", "old");
     expect(await auth.authenticate(header)).toMatchObject({ ok: true });
-    expect(auth.peek(header)).toBeDefined();
+    expect(auth.peek(credentialKey(header))).toBeDefined();
 
     await writeFile(usersFile, `alice:${hashPassword("new")}\n`);
     await users.check();
     expect(users.generation).toBe(1);
-    expect(auth.peek(header)).toBeUndefined();
+    expect(auth.peek(credentialKey(header))).toBeUndefined();
     expect(await auth.authenticate(header)).toMatchObject({ ok: false, reason: "bad_password" });
     expect(await auth.authenticate(basic("alice", "new"))).toMatchObject({ ok: true });
     users.close(); // given, not built, by the authenticator: it is the giver's to close
@@ -143,9 +148,9 @@ describe("caller authenticator", () => {
       expiresAtMs: START_MS + 3_600_000,
     });
     nowMs = START_MS + 3_599_999;
-    expect(auth.peek(header)).toEqual(result);
+    expect(auth.peek(credentialKey(header))).toEqual(result);
     nowMs = START_MS + 3_600_000;
-    expect(auth.peek(header)).toBeUndefined();
+    expect(auth.peek(credentialKey(header))).toBeUndefined();
   });
 
   it("a scheme whose source is not configured is not_configured", async () => {
@@ -166,8 +171,8 @@ describe("caller authenticator", () => {
     const { auth } = await basicAuthenticator({ maxEntries: 1 });
     await auth.authenticate(basic("alice", "pa:ss"));
     await auth.authenticate(basic("bob", "bob"));
-    expect(auth.peek(basic("alice", "pa:ss"))).toBeUndefined();
-    expect(auth.peek(basic("bob", "bob"))).toBeDefined();
+    expect(auth.peek(credentialKey(basic("alice", "pa:ss")))).toBeUndefined();
+    expect(auth.peek(credentialKey(basic("bob", "bob")))).toBeDefined();
   });
 });
 
@@ -189,10 +194,15 @@ describe("single flight", () => {
         compares += 1;
         return real.verify(user, password);
       },
+      status: () => real.status(),
       check: () => real.check(),
       close: () => real.close(),
     };
-    auth = createCallerAuthenticator({ callers: { basic: { usersFile } }, users, now });
+    auth = createCallerAuthenticator({
+      callers: { basic: { usersFile, maxConcurrentChecks: 1, maxQueuedChecks: 100 } },
+      users,
+      now,
+    });
     const header = basic("alice", "pw");
     const results = await Promise.all(Array.from({ length: 8 }, () => auth!.authenticate(header)));
     expect(compares).toBe(1);

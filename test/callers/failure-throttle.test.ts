@@ -40,12 +40,84 @@ describe("failure throttle", () => {
     expect(throttle.blockedFor("::ffff:10.0.0.1")).toBe(60);
   });
 
-  it("remembers at most maxAddresses", () => {
-    const throttle = createFailureThrottle({ maxFailures: 1, maxAddresses: 2, now: () => 0 });
+  it("forgets partial counts of the least recently seen addresses beyond maxAddresses", () => {
+    const throttle = createFailureThrottle({ maxFailures: 2, maxAddresses: 2, now: () => 0 });
     throttle.recordFailure("10.0.0.1");
     throttle.recordFailure("10.0.0.2");
+    throttle.recordFailure("10.0.0.3"); // 10.0.0.1's one failure is forgotten
+    throttle.recordFailure("10.0.0.1");
+    expect(throttle.blockedFor("10.0.0.1")).toBe(0);
+    throttle.recordFailure("10.0.0.3");
+    expect(throttle.blockedFor("10.0.0.3")).toBe(60);
+  });
+
+  // Issue 30: 10,050 failures from other addresses used to evict a blocked address's entry.
+  it("a blocked address stays blocked whatever other addresses do", () => {
+    let nowMs = 0;
+    const throttle = createFailureThrottle({ maxAddresses: 100, now: () => nowMs });
+    for (let i = 0; i < 10; i++) throttle.recordFailure("10.0.0.1");
+    expect(throttle.blockedFor("10.0.0.1")).toBe(60);
+    for (let i = 0; i < 20_000; i++) {
+      throttle.recordFailure(`10.1.${i >> 8}.${i & 255}`);
+      if (i % 1000 === 0) throttle.begin(`10.2.${i >> 8}.${i & 255}`);
+    }
+    nowMs = 59_000;
+    expect(throttle.blockedFor("10.0.0.1")).toBe(1);
+    expect(throttle.blockOf("10.0.0.1")).toEqual({ sinceMs: 0, retryAfterSeconds: 1 });
+    nowMs = 60_000;
+    expect(throttle.blockedFor("10.0.0.1")).toBe(0);
+  });
+
+  it("holds at most maxBlocked blocks: expired ones go first, then the one nearest its end", () => {
+    let nowMs = 0;
+    const throttle = createFailureThrottle({ maxFailures: 1, maxBlocked: 2, now: () => nowMs });
+    throttle.recordFailure("10.0.0.1");
+    nowMs = 1_000;
+    throttle.recordFailure("10.0.0.2");
+    nowMs = 2_000;
     throttle.recordFailure("10.0.0.3");
     expect(throttle.blockedFor("10.0.0.1")).toBe(0);
+    expect(throttle.blockedFor("10.0.0.2")).toBe(59);
     expect(throttle.blockedFor("10.0.0.3")).toBe(60);
+    expect(throttle.blockedCount()).toBe(2);
+    nowMs = 61_500; // 10.0.0.2's block is over: it makes room, 10.0.0.3 stays
+    throttle.recordFailure("10.0.0.4");
+    expect(throttle.blockedFor("10.0.0.3")).toBe(1);
+    expect(throttle.blockedFor("10.0.0.4")).toBe(60);
+    expect(throttle.blockedCount()).toBe(2);
+  });
+});
+
+describe("verifications in flight", () => {
+  it("each counts as a failure until it ends: the eleventh is refused at once", () => {
+    const throttle = createFailureThrottle({ now: () => 0 });
+    const tickets = Array.from({ length: 10 }, () => throttle.begin("10.0.0.1"));
+    expect(tickets.every((t) => t.admitted)).toBe(true);
+    expect(throttle.begin("10.0.0.1")).toEqual({ admitted: false, retryAfterSeconds: 1 });
+    expect(throttle.begin("10.0.0.2").admitted).toBe(true);
+    expect(throttle.blockedFor("10.0.0.1")).toBe(0);
+  });
+
+  it("a success gives its count back; failures stay counted and start the block", () => {
+    const throttle = createFailureThrottle({ now: () => 0 });
+    const tickets = Array.from({ length: 10 }, () => throttle.begin("10.0.0.1"));
+    const [first, ...rest] = tickets;
+    if (!first?.admitted) throw new Error("not admitted");
+    first.end(false);
+    first.end(true); // idempotent: the second end is ignored
+    const again = throttle.begin("10.0.0.1");
+    expect(again.admitted).toBe(true);
+    for (const ticket of rest) if (ticket.admitted) ticket.end(true);
+    expect(throttle.blockedFor("10.0.0.1")).toBe(0); // 9 failures, one still in flight
+    if (again.admitted) again.end(true);
+    expect(throttle.blockedFor("10.0.0.1")).toBe(60);
+    expect(throttle.begin("10.0.0.1")).toEqual({ admitted: false, retryAfterSeconds: 60 });
+  });
+
+  it("failures earlier in the window leave room for fewer verifications", () => {
+    const throttle = createFailureThrottle({ now: () => 0 });
+    for (let i = 0; i < 7; i++) throttle.recordFailure("10.0.0.1");
+    const admitted = Array.from({ length: 5 }, () => throttle.begin("10.0.0.1").admitted);
+    expect(admitted).toEqual([true, true, true, false, false]);
   });
 });

@@ -47,6 +47,42 @@ describe("htpasswd users file", () => {
     ]);
   });
 
+  // Issue 30: `validate` refused such a file, the running proxy applied it and answered 407 to all.
+  it("a file defining no user is refused at start and while running; /status shows it stale", async () => {
+    const file = join(dir, "users");
+    for (const content of ["", "# nobody yet\n\n"]) {
+      await writeFile(file, content);
+      expect(() => createHtpasswdUsers({ file })).toThrow(/defines no user/);
+    }
+    await writeFile(file, `alice:${hashPassword("pw")}\n`);
+    let nowMs = Date.parse("2026-11-02T10:00:00Z");
+    const { logger, records } = capturingLogger();
+    users = createHtpasswdUsers({ file, pollIntervalMs: 0, logger, now: () => nowMs });
+    expect(users.status()).toEqual({ file, users: 1, generation: 0, stale: false });
+    for (const content of ["", "# only comments\n", "garbage\n"]) {
+      await writeFile(file, content);
+      await users.check();
+      nowMs += 1_000;
+      expect(await users.verify("alice", "pw")).toBe(true);
+    }
+    expect(users.status()).toMatchObject({
+      users: 1,
+      generation: 0,
+      stale: true,
+      staleSince: "2026-11-02T10:00:00.000Z",
+      problem: expect.stringContaining("line 1: expected user:hash"),
+    });
+    expect(records.map((r) => r.msg)).toEqual(
+      Array(3).fill(
+        "callers.basic users file changed but is invalid or defines no user; keeping the users last loaded",
+      ),
+    );
+    await writeFile(file, `bob:${hashPassword("b")}\n`);
+    await users.check();
+    expect(users.status()).toEqual({ file, users: 1, generation: 1, stale: false });
+    expect(users.has("alice")).toBe(false);
+  });
+
   it("reloads on change: a changed password and a removed user take effect, generation counts", async () => {
     const file = join(dir, "users");
     await writeFile(file, `alice:${hashPassword("old")}\nbob:${hashPassword("bob")}\n`);

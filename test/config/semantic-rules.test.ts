@@ -320,6 +320,42 @@ describe("ambiguous routes", () => {
   });
 });
 
+describe("path prefixes (issue 30: requests are routed by their normalized path)", () => {
+  it("refuses a prefix no normalized path can match, naming the form to write", async () => {
+    const text = [
+      "upstreams:",
+      '  - { name: a, baseUrl: "https://a.example.com", clientId: i, clientSecret: s, match: { pathPrefix: "/%61dmin/" } }',
+      '  - { name: b, baseUrl: "https://b.example.com", clientId: i, clientSecret: s, match: { pathPrefix: "/api//v1" } }',
+      '  - { name: c, baseUrl: "https://c.example.com", clientId: i, clientSecret: s, match: { pathPrefix: "/a%2Fb" } }',
+      '  - { name: d, baseUrl: "https://d.example.com", clientId: i, clientSecret: s, match: { pathPrefix: "/100%" } }',
+      '  - { name: e, baseUrl: "https://e.example.com", clientId: i, clientSecret: s, match: { pathPrefix: "/x%3b" } }',
+      "",
+    ].join("\n");
+    expect(await messages(text)).toEqual([
+      'upstreams[0] (a).match.pathPrefix: expected the path as requests are routed, "/admin/" (request paths are normalized first: see paths), found "/%61dmin/" (line 2)',
+      'upstreams[1] (b).match.pathPrefix: expected the path as requests are routed, "/api/v1" (request paths are normalized first: see paths), found "/api//v1" (line 3)',
+      'upstreams[2] (c).match.pathPrefix: expected no encoded slash (%2F) while paths.escapedSlashes is reject (such requests are refused before routing), found "/a%2Fb" (line 4)',
+      'upstreams[3] (d).match.pathPrefix: expected every % followed by two hex digits, found "/100%" (line 5)',
+      'upstreams[4] (e).match.pathPrefix: expected the path as requests are routed, "/x%3B" (request paths are normalized first: see paths), found "/x%3b" (line 6)',
+    ]);
+  });
+
+  it("reads the prefix by the configured paths rules", async () => {
+    const upstream = (prefix: string) =>
+      `upstreams:\n  - { name: a, baseUrl: "https://a.example.com", clientId: i, clientSecret: s, match: { pathPrefix: "${prefix}" } }\n`;
+    const keep = "paths: { escapedSlashes: keep, mergeSlashes: false }\n";
+    const { config } = await loadConfigWithWarnings({
+      configText: `${keep}${upstream("/api//a%2Fb/")}`,
+      env: {},
+    });
+    expect(config.upstreams[0]?.match.pathPrefix).toBe("/api//a%2Fb/");
+    expect(config.paths).toEqual({ mergeSlashes: false, escapedSlashes: "keep" });
+    expect(await messages(`paths: { escapedSlashes: unescape }\n${upstream("/a%2Fb/")}`)).toEqual([
+      'upstreams[0] (a).match.pathPrefix: expected the path as requests are routed, "/a/b/" (request paths are normalized first: see paths), found "/a%2Fb/" (line 3)',
+    ]);
+  });
+});
+
 describe("timeouts.idleConnection", () => {
   it("must be above zero (undici has no 'never keep idle'; a small value is that)", async () => {
     expect(await messages(oneUpstream("timeouts:\n  idleConnection: 0s"))).toEqual([
@@ -345,5 +381,39 @@ describe("maxResponseHeaderSize (issue 15)", () => {
     expect(config.upstreams[0]?.maxResponseHeaderSizeBytes).toBe(256 * 1024);
     const defaults = await loadConfigWithWarnings({ configText: oneUpstream(""), env: {} });
     expect(defaults.config.upstreams[0]?.maxResponseHeaderSizeBytes).toBe(64 * 1024);
+  });
+});
+
+describe("rateLimit pauses (issue 30 item 4)", () => {
+  it("takes pauseScope, maxPause and wait without a limit of its own", async () => {
+    const { config } = await loadConfigWithWarnings({
+      configText: oneUpstream("rateLimit: { pauseScope: credential, maxPause: 2m, wait: 30s }"),
+      env: {},
+    });
+    const api = config.upstreams[0]!;
+    expect(api.rateLimit).toBeUndefined();
+    expect(api.pause).toEqual({ scope: "credential", maxPauseMs: 120_000, waitMs: 30_000 });
+  });
+
+  it("refuses a limit's settings without requests", async () => {
+    expect(await messages(oneUpstream("rateLimit: { per: 1s, by: caller }"))).toEqual([
+      "upstreams[0] (api).rateLimit.per: expected rateLimit.requests beside per: without requests there is no limit to shape (only pauseScope, maxPause and wait apply) (line 6)",
+      "upstreams[0] (api).rateLimit.by: expected rateLimit.requests beside by: without requests there is no limit to shape (only pauseScope, maxPause and wait apply) (line 6)",
+    ]);
+  });
+
+  it("refuses a maxPause that is not whole seconds, which a Retry-After could not honour", async () => {
+    expect(await messages(oneUpstream("rateLimit: { requests: 5, maxPause: 1500ms }"))).toEqual([
+      'upstreams[0] (api).rateLimit.maxPause: expected whole seconds such as "60s" (or "0s": never pause), found "1500ms": Retry-After counts in seconds, and a refusal\'s Retry-After must not exceed maxPause (line 6)',
+    ]);
+  });
+
+  it("refuses an unknown pauseScope and a maxWaiting below 1", async () => {
+    const found = await messages(
+      `limits: { maxWaiting: 0 }\n${oneUpstream("rateLimit: { pauseScope: origin }")}`,
+    );
+    expect(found).toHaveLength(2);
+    expect(found[0]).toContain("limits.maxWaiting");
+    expect(found[1]).toContain("upstreams[0] (api).rateLimit.pauseScope");
   });
 });

@@ -19,7 +19,8 @@ import {
  * without a `rateLimit`: the answer is relayed unchanged, nothing reaches the upstream until the
  * time it named, requests that may wait that long wait and then go, the others are answered 429
  * `upstream_rate_limited` with the remaining Retry-After. Two upstream entries spending one
- * credential at one origin share the pause (the quota is the credential's).
+ * credential at one origin share the pause when they say so (`pauseScope: credential`; the
+ * default scope is the entry alone: see fix-issue-30-retry-after-scope.test.ts).
  */
 
 describe("an upstream's Retry-After pauses its traffic", () => {
@@ -57,9 +58,14 @@ describe("an upstream's Retry-After pauses its traffic", () => {
       caPem: pki.caPem,
       config: {
         upstreams: [
-          // No rateLimit: only the upstream's own answers hold requests (up to 10 s).
-          upstreamEntry("open", upstream.origin, emulator),
-          upstreamEntry("alias", upstream.origin, emulator),
+          // No limit of their own: only the upstream's answers hold requests (up to 10 s), and
+          // (pauseScope: credential) an answer to one holds both (issue 30 item 4).
+          upstreamEntry("open", upstream.origin, emulator, {
+            rateLimit: { pauseScope: "credential" },
+          }),
+          upstreamEntry("alias", upstream.origin, emulator, {
+            rateLimit: { pauseScope: "credential" },
+          }),
           upstreamEntry("impatient", upstream.origin, emulator, {
             // Another credential (scope), so its own pause; a short wait.
             tokenParams: { audience: "impatient" },

@@ -100,6 +100,8 @@ export interface AppUnderTestOptions extends TestConfigOptions {
   logLevel?: string;
   /** Grace given to in-flight requests by close(). Default 1000 ms. */
   closeTimeoutMs?: number;
+  /** The caller failure throttle's clock (`AppDeps.throttleClock`). Default performance.now. */
+  throttleClock?: () => number;
 }
 
 export interface AppUnderTest {
@@ -127,6 +129,7 @@ export async function startAppUnderTest(options: AppUnderTestOptions): Promise<A
   const app = buildApp(loaded.config, {
     logger: captured.logger,
     metrics: createMetrics({ collectProcessMetrics: false }),
+    ...(options.throttleClock ? { throttleClock: options.throttleClock } : {}),
   });
   let addresses: Awaited<ReturnType<App["listen"]>>;
   try {

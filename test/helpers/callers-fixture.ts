@@ -4,7 +4,7 @@
  * cannot) or speak absolute-form like a forward-proxy client, the proxy's access lines, the
  * admin pages, and the one check every file ends with: no credential anywhere it could leak.
  */
-import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
+import { Agent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import bcrypt from "bcryptjs";
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from "jose";
 import { expect } from "vitest";
@@ -230,4 +230,40 @@ export function serviceAccountJwt(
     .setIssuedAt()
     .setExpirationTime(options.expiresAt ?? "10m")
     .sign(privateKey);
+}
+
+/** A client on one keep-alive connection from `localAddress` (a pooled client, a mesh sidecar). */
+export interface KeepAliveClient {
+  /** GET on the pooled connection; `reused` tells whether it was the same connection as before. */
+  get(url: string, headers?: Record<string, string>): Promise<HttpAnswer & { reused: boolean }>;
+  close(): void;
+}
+
+export function keepAliveClient(localAddress: string): KeepAliveClient {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  return {
+    get(url, headers = {}) {
+      return new Promise((resolve, reject) => {
+        const req = httpRequest(url, { agent, localAddress, headers }, (res) => {
+          let text = "";
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => {
+            text += chunk;
+          });
+          res.on("end", () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              headers: res.headers,
+              raw: res.rawHeaders,
+              text,
+              reused: req.reusedSocket,
+            }),
+          );
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    },
+    close: () => agent.destroy(),
+  };
 }

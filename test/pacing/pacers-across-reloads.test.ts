@@ -2,8 +2,8 @@
  * Issue 26, the app's pacers (src/app/pacers.ts): one per upstream, also without a rateLimit
  * (for the upstream's pauses); a reload keeps the pacer of unchanged settings with its queue and
  * budgets, builds new ones for changed settings, and `retain` closes what the live
- * configuration no longer uses. Pauses are shared by entries spending one credential at one
- * origin.
+ * configuration no longer uses. An upstream's pause holds the entry that got it, or (pauseScope:
+ * credential) every entry spending its credential at its origin.
  */
 import { describe, expect, it } from "vitest";
 import { createPacers } from "../../src/app/pacers.js";
@@ -76,18 +76,40 @@ describe("the app's pacers", () => {
     void pacers.close();
   });
 
-  it("shares an upstream's pause between entries with one credential at one origin", () => {
+  it("pauses the entry that got the answer alone by default (pauseScope: upstream)", () => {
     const { pacers, open, config } = setup();
+    const table = pacers.tableFor(config(open("a"), open("b")));
+    table.pacingFor("a")!.slowDown(5_000, 429);
+    expect(table.pacingFor("a")!.pacer.state()).toMatchObject({ pauseReason: "429" });
+    // Same credential, same origin, another entry: not paused.
+    expect(table.pacingFor("b")!.pacer.state()).toMatchObject({ pausedForMs: 0 });
+    expect(table.statusOf("a")).toMatchObject({ limit: null, pause: { reason: "429" } });
+    // Nothing to show for a quiet upstream without a limit.
+    expect(table.statusOf("b")).toBeUndefined();
+    void pacers.close();
+  });
+
+  it("with pauseScope: credential, pauses every entry with its credential at its origin, for at most its maxPause", () => {
+    const { pacers, open, config } = setup();
+    const sharing = (name: string, maxPause: string) =>
+      makeUpstreamConfig(name, {
+        baseUrl: "https://api.example.test",
+        rateLimit: { pauseScope: "credential", maxPause },
+      });
     const other = makeUpstreamConfig("other", {
       baseUrl: "https://api.example.test",
       tokenParams: { audience: "other" },
     });
-    const table = pacers.tableFor(config(open("a"), open("b"), other));
-    table.pacingFor("a")!.slowDown(5_000, 429);
-    expect(table.pacingFor("b")!.pacer.state()).toMatchObject({ pauseReason: "429" });
+    const table = pacers.tableFor(config(sharing("a", "30s"), open("b"), other));
+    expect(table.pacingFor("a")!.maxPauseMs).toBe(30_000);
+    // A year asked for; a's maxPause (30 s) is what it gets.
+    table.pacingFor("a")!.slowDown(365 * 24 * 3_600_000, 429);
+    const b = table.pacingFor("b")!.pacer.state();
+    expect(b).toMatchObject({ pauseReason: "429" });
+    expect(b.pausedForMs).toBeGreaterThan(29_000);
+    expect(b.pausedForMs).toBeLessThanOrEqual(30_000);
     expect(table.pacingFor("other")!.pacer.state()).toMatchObject({ pausedForMs: 0 });
     expect(table.statusOf("b")).toMatchObject({ limit: null, pause: { reason: "429" } });
-    // Nothing to show for a quiet upstream without a limit.
     expect(table.statusOf("other")).toBeUndefined();
     void pacers.close();
   });

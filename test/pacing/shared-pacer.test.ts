@@ -7,6 +7,7 @@
 import { createClient } from "redis";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { REFUND } from "../../src/proxy/pacing/gcra-script.js";
 import type { Admission, Pacer } from "../../src/proxy/pacing/limiter.js";
 import { createSharedPacer, type PacingRedis } from "../../src/proxy/pacing/shared-pacer.js";
 import { type LimitedUpstream, startLimitedUpstream } from "../helpers/limited-upstream.js";
@@ -115,6 +116,43 @@ describe.skipIf(skipWithoutRedis)("shared pacer on one Redis", () => {
     const next = pacer.acquire("reports", undefined, 0);
     expect(next).toBeInstanceOf(Promise);
     await expect(next).resolves.toMatchObject({ ok: true, waitedMs: expect.any(Number) });
+    pacer.close();
+  });
+
+  it("asks for a place before holding a request; refused one, it gives its booked turn back", async () => {
+    // Two a second: one turn every ~510 ms.
+    const pacer = createSharedPacer({
+      rate: { requests: 2, perMs: 1_000, burst: 0 },
+      waitMs: 5_000,
+      redis: () => clients[0]!,
+      keyPrefix: prefix,
+      commandTimeoutMs: 5_000,
+    });
+    // A refund sent before Redis knows the script waits for NOSCRIPT, then races later bookings.
+    await (clients[0] as unknown as { scriptLoad(text: string): Promise<string> }).scriptLoad(
+      REFUND.text,
+    );
+    expect(await pacer.acquire("reports")).toMatchObject({ ok: true });
+    // Issue 30 item 3: the next turn is ~510 ms away, so the request must wait — and has no place.
+    let asked = 0;
+    const refused = await pacer.acquire("reports", undefined, undefined, () => {
+      asked++;
+      return false;
+    });
+    expect(asked).toBe(1);
+    expect(refused).toEqual({ ok: false, code: "rate_limited", retryAfterSeconds: 1 });
+    expect(pacer.state().queued).toBe(0);
+    // The turn it booked went back: the next request gets it (~510 ms), not the one after (~1 s).
+    const parked = await pacer.acquire("reports", undefined, undefined, () => true);
+    expect(parked).toMatchObject({ ok: true });
+    if (parked.ok) expect(parked.waitedMs).toBeLessThan(850);
+    // During a pause, the place is asked for before anything is booked.
+    pacer.pause(performance.now() + 1_000, "429");
+    expect(pacer.acquire("reports", undefined, undefined, () => false)).toEqual({
+      ok: false,
+      code: "rate_limited",
+      retryAfterSeconds: 1,
+    });
     pacer.close();
   });
 

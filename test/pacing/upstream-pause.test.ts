@@ -8,31 +8,47 @@ import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Admission } from "../../src/proxy/pacing/limiter.js";
 import { createLocalPacer } from "../../src/proxy/pacing/local-pacer.js";
-import { createPauseTable, parseRetryAfter } from "../../src/proxy/pacing/pause.js";
+import {
+  createEntryPauses,
+  createPauseTable,
+  entryPauseKey,
+  type PauseTable,
+  parseRetryAfter,
+} from "../../src/proxy/pacing/pause.js";
 import { type LimitedUpstream, startLimitedUpstream } from "../helpers/limited-upstream.js";
 import { createTestPki } from "../helpers/tls.js";
 import { FakeClock } from "../token/fake-clock.js";
 
 const NOW_WALL_MS = Date.UTC(2026, 10, 22, 12, 0, 0);
+/** `rateLimit.maxPause` as the tests of the parser use it. */
+const MAX_PAUSE_MS = 10 * 60_000;
 
 describe("parseRetryAfter", () => {
   it("reads delta-seconds", () => {
-    expect(parseRetryAfter("120", NOW_WALL_MS)).toBe(120_000);
-    expect(parseRetryAfter(" 0 ", NOW_WALL_MS)).toBe(0);
-    expect(parseRetryAfter(["3", "9"], NOW_WALL_MS)).toBe(3_000);
+    expect(parseRetryAfter("120", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(120_000);
+    expect(parseRetryAfter(" 0 ", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(0);
+    expect(parseRetryAfter(["3", "9"], NOW_WALL_MS, MAX_PAUSE_MS)).toBe(3_000);
   });
 
   it("reads the three HTTP-date forms of RFC 9110 §5.6.7, as GMT", () => {
-    expect(parseRetryAfter("Sun, 22 Nov 2026 12:00:30 GMT", NOW_WALL_MS)).toBe(30_000);
-    expect(parseRetryAfter("Sunday, 22-Nov-26 12:01:00 GMT", NOW_WALL_MS)).toBe(60_000);
-    expect(parseRetryAfter("Sun Nov 22 12:00:05 2026", NOW_WALL_MS)).toBe(5_000);
+    expect(parseRetryAfter("Sun, 22 Nov 2026 12:00:30 GMT", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(
+      30_000,
+    );
+    expect(parseRetryAfter("Sunday, 22-Nov-26 12:01:00 GMT", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(
+      60_000,
+    );
+    expect(parseRetryAfter("Sun Nov 22 12:00:05 2026", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(5_000);
   });
 
-  it("treats a date in the past as 0, caps long pauses, ignores what it can't read", () => {
-    expect(parseRetryAfter("Sun, 22 Nov 2026 11:00:00 GMT", NOW_WALL_MS)).toBe(0);
-    expect(parseRetryAfter("86400", NOW_WALL_MS)).toBe(10 * 60_000);
+  it("treats a date in the past as 0, caps long pauses at maxPause, ignores what it can't read", () => {
+    expect(parseRetryAfter("Sun, 22 Nov 2026 11:00:00 GMT", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(0);
+    expect(parseRetryAfter("86400", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(10 * 60_000);
+    expect(parseRetryAfter("31536000", NOW_WALL_MS, 60_000)).toBe(60_000);
+    expect(parseRetryAfter("Mon, 22 Nov 2027 12:00:00 GMT", NOW_WALL_MS, 60_000)).toBe(60_000);
+    // maxPause 0: an answer never pauses.
+    expect(parseRetryAfter("30", NOW_WALL_MS, 0)).toBe(0);
     for (const bad of ["", "-1", "1.5", "soon", "Sun, 31 Feb 2026 12:00:00 GMT", undefined]) {
-      expect(parseRetryAfter(bad, NOW_WALL_MS)).toBeUndefined();
+      expect(parseRetryAfter(bad, NOW_WALL_MS, MAX_PAUSE_MS)).toBeUndefined();
     }
   });
 });
@@ -89,15 +105,64 @@ describe("a pacer paused by its upstream", () => {
     });
   });
 
-  it("shares a pause between pacers whose upstreams use one credential", async () => {
+  /** A pacer for entry `name` spending `credential`, its answers pausing by `scope`. */
+  function entryPacer(
+    table: PauseTable,
+    clock: FakeClock,
+    name: string,
+    credential: string,
+    scope: "upstream" | "credential",
+    waitMs = 0,
+  ) {
+    const keys = { entry: entryPauseKey(name), credential, scope };
+    return createLocalPacer({ waitMs, clock, pauses: createEntryPauses(table, keys) });
+  }
+
+  it("pauseScope upstream (the default): one entry's answer pauses that entry alone", () => {
     const clock = new FakeClock();
-    const pauses = createPauseTable();
-    const a = createLocalPacer({ waitMs: 0, clock, pauses, pauseKey: "cred-1" });
-    const b = createLocalPacer({ waitMs: 0, clock, pauses, pauseKey: "cred-1" });
-    const c = createLocalPacer({ waitMs: 0, clock, pauses, pauseKey: "cred-2" });
+    const table = createPauseTable();
+    const a = entryPacer(table, clock, "a", "cred-1", "upstream");
+    const b = entryPacer(table, clock, "b", "cred-1", "upstream");
+    a.pause(clock.now() + 3_000, "429");
+    expect(a.acquire("k")).toMatchObject({ ok: false, code: "upstream_rate_limited" });
+    expect(b.acquire("k")).toMatchObject({ ok: true });
+    expect(b.state().pausedForMs).toBe(0);
+  });
+
+  it("pauseScope credential: one entry's answer pauses every entry spending its credential", () => {
+    const clock = new FakeClock();
+    const table = createPauseTable();
+    const a = entryPacer(table, clock, "a", "cred-1", "credential");
+    // b declared the narrower scope, but the answer a received speaks for the credential.
+    const b = entryPacer(table, clock, "b", "cred-1", "upstream");
+    const c = entryPacer(table, clock, "c", "cred-2", "credential");
     a.pause(clock.now() + 3_000, "429");
     expect(b.acquire("k")).toMatchObject({ ok: false, code: "upstream_rate_limited" });
+    expect(b.state()).toMatchObject({ pausedForMs: 3_000, pauseReason: "429" });
     expect(c.acquire("k")).toMatchObject({ ok: true });
+    // b's own answers stay its own.
+    b.pause(clock.now() + 9_000, "503");
+    expect(a.state()).toMatchObject({ pausedForMs: 3_000, pauseReason: "429" });
+    expect(b.state()).toMatchObject({ pausedForMs: 9_000, pauseReason: "503" });
+  });
+
+  it("tells a neighbour's waiting requests at once when a credential pause outlasts their wait", async () => {
+    const clock = new FakeClock();
+    const table = createPauseTable();
+    const a = entryPacer(table, clock, "a", "cred-1", "credential", 1_000);
+    const b = entryPacer(table, clock, "b", "cred-1", "upstream", 1_000);
+    b.pause(clock.now() + 500, "429");
+    const waiting = b.acquire("k") as Promise<Admission>;
+    expect(b.state().queued).toBe(1);
+    a.pause(clock.now() + 5_000, "429");
+    await expect(waiting).resolves.toEqual({
+      ok: false,
+      code: "upstream_rate_limited",
+      retryAfterSeconds: 5,
+    });
+    expect(b.state().queued).toBe(0);
+    a.close();
+    b.close();
   });
 });
 
@@ -123,7 +188,7 @@ describe("pausing on a real upstream's 429", () => {
       const res = await request(`${upstream.origin}/`, { dispatcher: agent });
       await res.body.dump();
       if (res.statusCode === 429) {
-        const delayMs = parseRetryAfter(res.headers["retry-after"], Date.now());
+        const delayMs = parseRetryAfter(res.headers["retry-after"], Date.now(), 60_000);
         if (delayMs !== undefined) pacer.pause(performance.now() + delayMs, "429");
       }
       return res.statusCode;

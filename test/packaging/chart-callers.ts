@@ -27,7 +27,12 @@ export const ABSENT_CALLER_FILE =
   /expected a readable (htpasswd|CA|JWKS|token) file, found no such file/;
 
 interface CallersValues {
-  basic: { existingSecret: string; key: string };
+  basic: {
+    existingSecret: string;
+    key: string;
+    maxConcurrentChecks: number | null;
+    maxQueuedChecks: number | null;
+  };
   kubernetes: {
     issuer: string;
     audiences: string[];
@@ -63,7 +68,15 @@ export function chartJwksTokenFile(values: Values): string | undefined {
 export function renderChartCallers(values: Values): Values | undefined {
   const { basic, kubernetes: k } = values.callers as CallersValues;
   const callers: Values = {};
-  if (basic.existingSecret) callers.basic = { usersFile: CHART_CALLER_FILES.usersFile };
+  if (basic.existingSecret) {
+    callers.basic = {
+      usersFile: CHART_CALLER_FILES.usersFile,
+      ...(basic.maxConcurrentChecks === null
+        ? {}
+        : { maxConcurrentChecks: basic.maxConcurrentChecks }),
+      ...(basic.maxQueuedChecks === null ? {} : { maxQueuedChecks: basic.maxQueuedChecks }),
+    };
+  }
   if (k.issuer) {
     const kube: Values = { issuer: k.issuer, audiences: k.audiences };
     if (k.jwksUri) kube.jwksUri = k.jwksUri;

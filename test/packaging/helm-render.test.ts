@@ -307,6 +307,32 @@ describe.skipIf(!helm)("helm render (helm binary found)", () => {
       );
     });
 
+    it("renders the password check limits when set, and leaves them to the proxy's defaults when not", () => {
+      const sets = ["callers.basic.maxConcurrentChecks=1", "callers.basic.maxQueuedChecks=50"];
+      const config = parse(configMapText(renderObjects([callersExample], sets))) as Values;
+      expect((config.callers as Values).basic).toEqual({
+        usersFile: "/var/run/secrets/bearer-proxy-callers/htpasswd",
+        maxConcurrentChecks: 1,
+        maxQueuedChecks: 50,
+      });
+      const values = exampleValues();
+      const basic = (values.callers as { basic: Values }).basic;
+      basic.maxConcurrentChecks = 1;
+      basic.maxQueuedChecks = 50;
+      expect(config.callers).toEqual(renderChartCallers(values));
+      const refused = runHelm([
+        "template",
+        "rel",
+        CHART_DIR,
+        "-f",
+        callersExample,
+        "--set",
+        "callers.basic.maxConcurrentChecks=0",
+      ]);
+      expect(refused.status).not.toBe(0);
+      expect(refused.stderr).toMatch(/maxConcurrentChecks/);
+    });
+
     it("mounts a JWKS ConfigMap as jwksFile instead of fetching jwksUri", () => {
       const objects = renderObjects(
         [callersExample],

@@ -5,7 +5,10 @@ import { createTestPki } from "../helpers/tls.js";
 import { startTestProxy, type TestProxy } from "./harness.js";
 import { createStubTokens } from "./stub-tokens.js";
 
-/** Paths reach the upstream byte for byte; unsafe ones never leave the proxy. */
+/**
+ * Paths reach the upstream as normalized (issue 30), queries byte for byte; unsafe ones never
+ * leave the proxy.
+ */
 describe("request paths", () => {
   let upstream: FakeUpstream;
   let proxy: TestProxy;
@@ -58,16 +61,19 @@ describe("request paths", () => {
   }
 
   it.each([
-    ["/echo/a%2Fb//c;d?x=1+2", "/echo/a%2Fb//c;d?x=1+2"],
-    ["/echo/%7e%7E~?q=%20+%2B&&a=", "/echo/%7e%7E~?q=%20+%2B&&a="],
+    // Issue 30: the path is normalized (unreserved characters decoded, other escapes in
+    // uppercase hex, slashes merged); the query string is forwarded byte-exact.
+    ["/echo/a%3bb//c;d?x=1+2", "/echo/a%3Bb/c;d?x=1+2"],
+    ["/echo/%7e%7E~?q=%20+%2B&&a=", "/echo/~~~?q=%20+%2B&&a="],
+    ["/echo/x?q=%2f%61//%7e", "/echo/x?q=%2f%61//%7e"],
     ["/echo/x?path=/../../etc", "/echo/x?path=/../../etc"],
     ["/apix/echo", "/apix/echo"],
     ["/api", "/"],
     ["/api?x=1", "/?x=1"],
-    // Encoded slashes stay byte-exact when no dot-segment hides behind them.
-    ["/api/echo/a%2Fb%2Fc", "/echo/a%2Fb%2Fc"],
+    ["/%61pi/echo/%25%2541", "/echo/%25%2541"],
+    ["//api//echo", "/echo"],
     ["/echo/v1.2/..x/x..", "/echo/v1.2/..x/x.."],
-    ["/echo/%2e%2ex/%2ehidden", "/echo/%2e%2ex/%2ehidden"],
+    ["/echo/%2e%2ex/%2ehidden", "/echo/..x/.hidden"],
     ["/based/echo/q?z", "/base/v1/echo/q?z"],
     ["/based/", "/base/v1/"],
   ])("%s is sent upstream as %s", async (target, expected) => {
@@ -75,6 +81,15 @@ describe("request paths", () => {
     // The fake upstream answers (200 for its echo route, 404 elsewhere), never the proxy.
     expect(response.headers.get("bearer-proxy-error")).toBeUndefined();
     expect(sent).toBe(expected);
+  });
+
+  it("refuses an encoded slash with 400 ambiguous_path (escapedSlashes: reject, the default)", async () => {
+    for (const target of ["/echo/a%2Fb", "/api/echo/a%2fb?x=1"]) {
+      const { response, forwarded } = await send(target);
+      expect(response.status).toBe(400);
+      expect(response.headers.get("bearer-proxy-error")).toEqual(["ambiguous_path"]);
+      expect(forwarded).toEqual([]);
+    }
   });
 
   it("routes by Host before path: a host in match.hosts only reaches its upstreams", async () => {
@@ -144,5 +159,52 @@ describe("request paths", () => {
     } finally {
       await only.close();
     }
+  });
+});
+
+/** Issue 30: with `escapedSlashes: keep` an encoded slash is data, routed and forwarded as %2F. */
+describe("request paths with paths.escapedSlashes: keep", () => {
+  let upstream: FakeUpstream;
+  let proxy: TestProxy;
+
+  beforeAll(async () => {
+    const pki = await createTestPki();
+    upstream = await startFakeUpstream({ cert: pki.good });
+    const tokens = createStubTokens();
+    proxy = await startTestProxy({
+      caPem: pki.caPem,
+      tokens: { root: tokens, api: tokens },
+      config: {
+        paths: { escapedSlashes: "keep" },
+        upstreams: [
+          { name: "root", baseUrl: upstream.origin },
+          {
+            name: "api",
+            baseUrl: upstream.origin,
+            match: { pathPrefix: "/api" },
+            stripPrefix: true,
+          },
+        ],
+      },
+    });
+  });
+  afterAll(async () => {
+    await proxy.close();
+    await upstream.close();
+  });
+
+  it.each([
+    ["/api/echo/a%2Fb%2fc", "/echo/a%2Fb%2Fc"],
+    // Not the /api prefix: %2F is no segment boundary for the router either.
+    ["/api%2fecho", "/api%2Fecho"],
+    ["/echo/%61%2f%2F?q=%2f", "/echo/a%2F%2F?q=%2f"],
+  ])("%s is sent upstream as %s", async (target, expected) => {
+    const before = upstream.requests.length;
+    const exchange = await rawRequest(
+      proxy.port,
+      `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`,
+    );
+    expect(exchange.responses[0]!.headers.get("bearer-proxy-error")).toBeUndefined();
+    expect(upstream.requests.slice(before).map((r) => r.url)).toEqual([expected]);
   });
 });

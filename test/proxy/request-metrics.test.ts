@@ -108,4 +108,33 @@ describe("request metrics", () => {
       expect.objectContaining({ labels: { upstream: "api", code: "upstream_timeout" }, value: 1 }),
     ]);
   });
+
+  it("issue 32: policy refusals are counted by code, but are not errors in the recent rates", async () => {
+    const metrics = createMetrics({ collectProcessMetrics: false });
+    const rm = createRequestMetrics(metrics);
+    const nowMs = 1_000;
+    for (const [status, errorCode] of [
+      [407, "caller_unauthenticated"],
+      [403, "caller_not_allowed"],
+      [429, "caller_throttled"],
+      [429, "rate_limited"],
+    ] as const) {
+      rm.finished(done({ status, errorCode }), 1, nowMs);
+    }
+    const codes = (await metrics.errorsTotal.get()).values.map((v) => v.labels.code).sort();
+    expect(codes).toEqual([
+      "caller_not_allowed",
+      "caller_throttled",
+      "caller_unauthenticated",
+      "rate_limited",
+    ]);
+    expect(metrics.requestRates.recent("api", nowMs)).toMatchObject({
+      requests15m: 4,
+      errors15m: 0,
+    });
+    // The gateway's own trouble stays an error.
+    rm.finished(done({ status: 503, errorCode: "caller_keys_unavailable" }), 1, nowMs);
+    rm.finished(done({ status: 429, errorCode: "upstream_rate_limited" }), 1, nowMs);
+    expect(metrics.requestRates.recent("api", nowMs).errors15m).toBe(2);
+  });
 });

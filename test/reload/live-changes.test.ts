@@ -19,6 +19,10 @@ describe("changes needing a restart", () => {
     ).toEqual([]);
     expect(variant((c) => ({ ...c, tokenCache: { ...c.tokenCache, eagerLimit: 3 } }))).toEqual([]);
     expect(variant((c) => ({ ...c, log: { ...c.log, level: "debug" } }))).toEqual([]);
+    // Issue 30: path rules apply to the next generation of the routing, like routes do.
+    expect(
+      variant((c) => ({ ...c, paths: { mergeSlashes: false, escapedSlashes: "keep" } })),
+    ).toEqual([]);
   });
 
   it("names an egress proxy or sustained-overload change (read once at start)", () => {

@@ -54,7 +54,10 @@ users nor service-account tokens are configured).
 {{- $c := .Values.callers -}}
 {{- $out := dict -}}
 {{- if $c.basic.existingSecret -}}
-{{- $_ := set $out "basic" (dict "usersFile" (include "bearer-proxy.callersUsersFile" .)) -}}
+{{- $basic := dict "usersFile" (include "bearer-proxy.callersUsersFile" .) -}}
+{{- if not (kindIs "invalid" $c.basic.maxConcurrentChecks) }}{{ $_ := set $basic "maxConcurrentChecks" (int $c.basic.maxConcurrentChecks) }}{{ end -}}
+{{- if not (kindIs "invalid" $c.basic.maxQueuedChecks) }}{{ $_ := set $basic "maxQueuedChecks" (int $c.basic.maxQueuedChecks) }}{{ end -}}
+{{- $_ := set $out "basic" $basic -}}
 {{- end -}}
 {{- $k := $c.kubernetes -}}
 {{- if $k.issuer -}}

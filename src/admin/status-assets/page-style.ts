@@ -40,8 +40,8 @@ table{border-collapse:collapse;width:100%}
 .sparks{display:flex;gap:16px;flex-wrap:wrap}
 .sparks .label{display:block;color:#57606a;font-size:12px}
 .badge{display:inline-block;border-radius:10px;padding:1px 9px;color:#fff;font-size:12px;font-weight:600;background:#57606a}
-.b-valid,.b-running,.b-ready,.b-up{background:#1a7f37}
-.b-degraded,.b-draining{background:#9a6700}
+.b-valid,.b-running,.b-ready,.b-up,.b-loaded{background:#1a7f37}
+.b-degraded,.b-draining,.b-stale{background:#9a6700}
 .b-fetching,.b-starting,.b-connecting{background:#0969da}
 .b-failed,.b-not-ready,.b-down{background:#cf222e}
 .b-idle,.b-closed,.b-stopped{background:#57606a}
@@ -64,5 +64,15 @@ svg .grid{stroke:#d0d7de;stroke-dasharray:3 3}
 .timeline .now{stroke:#1f2328;stroke-width:2}
 .timeline .now-label{fill:#1f2328;font-weight:600}
 .list td.last-error{min-width:12em}
+.list td.route,.list td.allow{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;overflow-wrap:break-word}
+.columns.with-detail .list .wide{display:none}
+.refused{color:#57606a;font-weight:600}
+.notice{margin:12px 24px 0}
+.refusal-list{margin-top:12px}
+.refusal-codes{margin:4px 0;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
+table.refusals{font-size:12px;margin-top:4px}
+table.refusals th{text-align:left;color:#57606a;font-weight:600;border-bottom:1px solid #d0d7de;padding:2px 8px 2px 0}
+table.refusals td{padding:2px 8px 2px 0;border-bottom:1px solid #eaeef2;overflow-wrap:anywhere}
+.rule{display:inline-block;border:1px solid #d0d7de;border-radius:6px;padding:0 6px;margin:0 4px 2px 0;background:#f6f8fa}
 @media (max-width:1300px){.columns.with-detail,.overview{grid-template-columns:minmax(0,1fr)}}
 `;

@@ -6,21 +6,38 @@
  * the RateLimit fields. Plain requests (request-dispatch.ts) and Upgrade handshakes (upgrade.ts)
  * pass this one gate: a handshake is a request the upstream counts like any other.
  *
+ * A request the pacer must hold takes a place in the waiting room first (waiting-room.ts,
+ * issue 30 item 3) and leaves its load (`maxInFlight` / `maxUpgrades`) while it waits; with no
+ * place it is answered 429 `rate_limited` at once. When its turn comes it gives the place back
+ * and re-enters its load before the exchange starts.
+ *
  * The gate decides; the request answers. What it needs of a request is {@link PacedRequest}, so
- * the fast path stays one synchronous call with no closure made per request.
+ * the fast path stays one synchronous call with one small object made per request.
  */
 import { addressLabel } from "../../callers/types.js";
 import type { ProxyErrorCode } from "../../errors.js";
 import { type Admission, PacerClosedError } from "./limiter.js";
 import { rateLimitValue } from "./ratelimit-headers.js";
-import type { UpstreamPacing } from "./upstream-pacing.js";
+import type { GateRefusalReason, UpstreamPacing } from "./upstream-pacing.js";
+import type { WaitingBound, WaitingLimits, WaitingRoom } from "./waiting-room.js";
 
 /** A request at the gate, as the gate sees it. */
 export interface PacedRequest {
   /** True once the request was answered or its client hung up: the gate leaves it alone. */
   readonly finished: boolean;
+  /** The caller an `allow` rule identified; undefined: its peer address counts as the caller. */
+  readonly caller: string | undefined;
+  /** Where the request comes from. */
+  readonly peer: Peer;
   /** Ends the wait when the client hangs up; asked for only when the request has to wait. */
   waitSignal(): AbortSignal;
+  /** It starts waiting: it leaves the load it counts in (`maxInFlight`, or `maxUpgrades`). */
+  leaveLoad(): void;
+  /**
+   * Its turn came after a wait: it counts in its load again. False when it may not — then it
+   * has answered already (an upgrade finding `maxUpgrades` full).
+   */
+  resumeLoad(): boolean;
   /** The wait is over (turn or not): a long one may have outlived the token in hand. */
   afterWait(): void;
   /**
@@ -60,15 +77,67 @@ export function budgetKey(pacing: UpstreamPacing, caller: string | undefined, pe
   return caller ?? addressLabel(peer.remoteAddress ?? "");
 }
 
-/** Asks `pacing` for a turn on budget `key`; `request` proceeds or is refused exactly once. */
-export function passGate(request: PacedRequest, pacing: UpstreamPacing, key: string): void {
+/** Where requests wait (the process's room) and the bounds in force (the current `limits`). */
+export interface WaitingPlaces {
+  room: WaitingRoom;
+  limits: WaitingLimits;
+}
+
+/** One request's pass through the gate: its place in the waiting room, if it took one. */
+class GatePass {
+  /** Holds a place in the room (and is out of its load). */
+  parked = false;
+  /** The bound that refused it a place, if one did. */
+  refusedBy: WaitingBound | undefined = undefined;
+  private caller = "";
+
+  constructor(
+    private readonly request: PacedRequest,
+    readonly waiting: WaitingPlaces,
+  ) {}
+
   // The signal is made only when the request has to wait: a hang-up then ends the wait.
-  const admission = pacing.pacer.acquire(key, () => request.waitSignal());
+  readonly signal = (): AbortSignal => this.request.waitSignal();
+
+  readonly park = (): boolean => {
+    if (this.parked) return true;
+    const { request } = this;
+    // As `rateLimit.by: caller` counts: the identity an allow rule established, else the peer.
+    const caller = request.caller ?? addressLabel(request.peer.remoteAddress ?? "");
+    const bound = this.waiting.room.enter(caller, this.waiting.limits);
+    if (bound !== undefined) {
+      this.refusedBy = bound;
+      return false;
+    }
+    this.parked = true;
+    this.caller = caller;
+    request.leaveLoad();
+    return true;
+  };
+
+  /** The wait is over, whatever its end: the place goes back. True when it had one. */
+  unpark(): boolean {
+    if (!this.parked) return false;
+    this.parked = false;
+    this.waiting.room.leave(this.caller);
+    return true;
+  }
+}
+
+/** Asks `pacing` for a turn on budget `key`; `request` proceeds or is refused exactly once. */
+export function passGate(
+  request: PacedRequest,
+  pacing: UpstreamPacing,
+  key: string,
+  waiting: WaitingPlaces,
+): void {
+  const pass = new GatePass(request, waiting);
+  const admission = pacing.pacer.acquire(key, pass.signal, undefined, pass.park);
   if (admission instanceof Promise) {
-    void waitForTurn(request, pacing, key, admission, performance.now());
+    void waitForTurn(request, pacing, key, admission, performance.now(), pass);
     return;
   }
-  decide(request, pacing, key, admission, 0);
+  decide(request, pacing, key, admission, 0, pass);
 }
 
 async function waitForTurn(
@@ -77,11 +146,13 @@ async function waitForTurn(
   key: string,
   turn: Promise<Admission>,
   waitStartMs: number,
+  pass: GatePass,
 ): Promise<void> {
   let admission: Admission;
   try {
     admission = await turn;
   } catch (err) {
+    pass.unpark();
     // The client hung up (the request is finished already), or the pacer closed under it.
     if (request.finished) return;
     const waitedMs = performance.now() - waitStartMs;
@@ -94,12 +165,15 @@ async function waitForTurn(
     }
     return;
   }
+  const parked = pass.unpark();
   if (request.finished) return;
   const waitedMs = performance.now() - waitStartMs;
   try {
+    // Back in its load before the exchange; a refusal answers without it (nothing to count).
+    if (parked && admission.ok && !request.resumeLoad()) return;
     request.afterWait();
     // A refusal after waiting (a pause that grew, a turn that moved) waited all the same.
-    decide(request, pacing, key, admission, waitedMs);
+    decide(request, pacing, key, admission, waitedMs, pass);
   } catch (err) {
     // A bug past the wait must cost this request, never the process (no unhandled rejection).
     if (request.finished) return;
@@ -113,14 +187,17 @@ function decide(
   key: string,
   admission: Admission,
   waitedMs: number,
+  pass: GatePass,
 ): void {
   if (!admission.ok) {
-    pacing.refused(admission.code);
+    const reason: GateRefusalReason = pass.refusedBy ?? admission.code;
+    pacing.refused(reason);
     const headers =
       pacing.policy === undefined
         ? undefined
         : { "ratelimit-policy": pacing.policy, ratelimit: rateLimitValue(admission)! };
-    request.refuse(admission.code, refusalMessage(admission.code, pacing.upstream), {
+    const message = refusalMessage(reason, pacing.upstream, pass.waiting.limits);
+    request.refuse(admission.code, message, {
       retryAfterSeconds: admission.retryAfterSeconds,
       headers,
       waitedMs,
@@ -132,8 +209,19 @@ function decide(
   request.proceed(pacing, key, value, admission.waitedMs);
 }
 
-function refusalMessage(code: "rate_limited" | "upstream_rate_limited", upstream: string): string {
-  return code === "rate_limited"
-    ? `upstream ${upstream} is rate limited (upstreams[].rateLimit): no turn for this request within rateLimit.wait`
-    : `upstream ${upstream} asked to slow down (Retry-After) for longer than this request may wait`;
+function refusalMessage(
+  reason: GateRefusalReason,
+  upstream: string,
+  limits: WaitingLimits,
+): string {
+  switch (reason) {
+    case "rate_limited":
+      return `upstream ${upstream} is rate limited (upstreams[].rateLimit): no turn for this request within rateLimit.wait`;
+    case "upstream_rate_limited":
+      return `upstream ${upstream} asked to slow down (Retry-After) for longer than this request may wait`;
+    case "max_waiting":
+      return `upstream ${upstream} has no free turn, and limits.maxWaiting (${limits.maxWaiting}) requests wait already`;
+    case "max_waiting_per_caller":
+      return `upstream ${upstream} has no free turn, and this caller has limits.maxWaitingPerCaller (${limits.maxWaitingPerCaller}) requests waiting already`;
+  }
 }

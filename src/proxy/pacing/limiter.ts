@@ -33,18 +33,33 @@ export type Admission =
 /** The signal that ends a wait, or a function making it, called only if the request must wait. */
 export type WaitSignal = AbortSignal | (() => AbortSignal | undefined);
 
+/**
+ * Asked when the pacer is about to hold a request past now (a later turn, or a pause): true
+ * gives it a place among the waiting (`limits.maxWaiting`, `maxWaitingPerCaller`), false refuses
+ * it at once with 429 `rate_limited`. A pacer may ask again for a request it holds already
+ * (held through a pause, then asleep towards its turn): the answer is then true.
+ */
+export type ParkRequest = () => boolean;
+
 export interface Pacer {
   /**
    * Asks for a turn for one request on budget `key`. Returns the admission synchronously when
    * it is decided at once (a free slot, or no wait allowed), else a promise that settles when
    * the turn comes or the wait is over. The promise rejects with the signal's reason when the
    * signal aborts, and with {@link PacerClosedError} when the pacer closes.
-   * `waitMs` overrides the configured wait (e.g. 0 for a retry that must not queue).
+   * `waitMs` overrides the configured wait (e.g. 0 for a retry that must not queue). `park`,
+   * when given, is asked before the request is held past now.
    */
-  acquire(key: string, signal?: WaitSignal, waitMs?: number): Admission | Promise<Admission>;
+  acquire(
+    key: string,
+    signal?: WaitSignal,
+    waitMs?: number,
+    park?: ParkRequest,
+  ): Admission | Promise<Admission>;
   /**
-   * The upstream said slow down (a 429/503 Retry-After): no request of this pacer goes before
-   * `untilMs` (the pacer's monotonic clock, e.g. `clock.now() + parseRetryAfter(...)`).
+   * The upstream said slow down (a 429/503 Retry-After): no request of this pacer (and, with
+   * `pauseScope: credential`, of the pacers sharing its credential) goes before `untilMs` (the
+   * pacer's monotonic clock, e.g. `clock.now() + parseRetryAfter(...)`).
    */
   pause(untilMs: number, reason: PauseReason): void;
   /** For /status and metrics. */

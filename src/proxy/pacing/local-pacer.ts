@@ -27,12 +27,13 @@ import {
   type Pacer,
   PacerClosedError,
   type PacerState,
+  type ParkRequest,
   rejection,
   resolveSignal,
   type WaitSignal,
   waitError,
 } from "./limiter.js";
-import { createPauseTable, type PauseReason, type PauseTable } from "./pause.js";
+import { type EntryPauses, type PauseReason, privatePauses } from "./pause.js";
 
 export interface LocalPacerOptions {
   /** The limit; undefined: none of our own, only the upstream's pauses hold requests. */
@@ -41,10 +42,8 @@ export interface LocalPacerOptions {
   waitMs: number;
   /** Most requests waiting per key (default 1000); beyond: 429 `rate_limited` at once. */
   maxQueue?: number | undefined;
-  /** Pauses by credential; pass one table to pacers whose upstreams share a credential. */
-  pauses?: PauseTable | undefined;
-  /** This pacer's credential in `pauses` (default ""). */
-  pauseKey?: string | undefined;
+  /** The pauses holding this pacer's entry (default: its own, shared with no one). */
+  pauses?: EntryPauses | undefined;
   clock?: Clock | undefined;
 }
 
@@ -87,14 +86,14 @@ const FREE: Extract<Admission, { ok: true }> = Object.freeze({
 export function createLocalPacer(options: LocalPacerOptions): Pacer {
   const clock = options.clock ?? systemClock;
   const params: PaceParams | undefined = options.rate ? paceParams(options.rate) : undefined;
-  const pauses = options.pauses ?? createPauseTable();
-  const pauseKey = options.pauseKey ?? "";
+  const pauses = options.pauses ?? privatePauses();
   const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
   const keys = new Map<string, KeyState>();
   let sweepAtKeys = SWEEP_MIN_KEYS;
   let closed = false;
   // Without a limit every request shares one queue: only a pause holds anyone.
   const unlimited = params === undefined ? newKeyState() : undefined;
+  const stopWatching = pauses.watch(() => replan());
 
   function newKeyState(): KeyState {
     const ks: KeyState = {
@@ -147,7 +146,7 @@ export function createLocalPacer(options: LocalPacerOptions): Pacer {
     if (ks.shadow !== undefined && !ks.stale && ks.waiting > 0) return ks.shadow;
     const real = ks.pace!;
     const shadow: PaceState = { ...real, log: real.log?.slice() };
-    const pauseUntilMs = pauses.untilMs(pauseKey, nowMs);
+    const pauseUntilMs = pauses.untilMs(nowMs);
     for (let i = ks.head; i < ks.queue.length; i++) {
       if (ks.queue[i]!.settled) continue;
       admitAt(shadow, params!, turnMs(shadow, nowMs, pauseUntilMs));
@@ -188,7 +187,7 @@ export function createLocalPacer(options: LocalPacerOptions): Pacer {
       const waiter = peek(ks);
       if (waiter === undefined) return;
       const nowMs = clock.now();
-      const pauseUntilMs = pauses.untilMs(pauseKey, nowMs);
+      const pauseUntilMs = pauses.untilMs(nowMs);
       const at = turnMs(ks.pace, nowMs, pauseUntilMs);
       if (at > waiter.deadlineMs) {
         ks.stale = true;
@@ -244,10 +243,11 @@ export function createLocalPacer(options: LocalPacerOptions): Pacer {
     key: string,
     signal?: WaitSignal,
     waitMs: number = options.waitMs,
+    park?: ParkRequest,
   ): Admission | Promise<Admission> {
     if (closed) return Promise.reject(new PacerClosedError());
     const nowMs = clock.now();
-    const pauseUntilMs = pauses.untilMs(pauseKey, nowMs);
+    const pauseUntilMs = pauses.untilMs(nowMs);
     const ks = keyState(key, nowMs);
     if (ks.waiting === 0) {
       const at = turnMs(ks.pace, nowMs, pauseUntilMs);
@@ -258,6 +258,8 @@ export function createLocalPacer(options: LocalPacerOptions): Pacer {
     const at = turnMs(shadow, nowMs, pauseUntilMs);
     if (at - nowMs > waitMs) return refusal(nowMs, at, pauseUntilMs, nowMs + waitMs);
     if (ks.waiting >= maxQueue) return rejection("rate_limited", at - nowMs);
+    // No place among the waiting (limits.maxWaiting, maxWaitingPerCaller): no wait at all.
+    if (park !== undefined && !park()) return rejection("rate_limited", at - nowMs);
     const abortSignal = resolveSignal(signal);
     if (abortSignal?.aborted) return Promise.reject(waitError(abortSignal.reason));
     if (shadow && params) admitAt(shadow, params, at);
@@ -265,8 +267,13 @@ export function createLocalPacer(options: LocalPacerOptions): Pacer {
   }
 
   function pause(untilMs: number, reason: PauseReason): void {
-    pauses.pause(pauseKey, untilMs, reason);
-    // Re-plan every queue now: those who can't outlast the pause are told at once.
+    // The table tells every pacer the pause holds (this one included): each re-plans.
+    pauses.pause(untilMs, reason);
+  }
+
+  /** A pause began: re-plan every queue now, so those who can't outlast it are told at once. */
+  function replan(): void {
+    if (closed) return;
     const all = unlimited ? [unlimited] : keys.values();
     for (const ks of all) {
       if (ks.waiting === 0) continue;
@@ -280,7 +287,7 @@ export function createLocalPacer(options: LocalPacerOptions): Pacer {
 
   function refuseThoseOutlastedByPause(ks: KeyState): void {
     const nowMs = clock.now();
-    const pauseUntilMs = pauses.untilMs(pauseKey, nowMs);
+    const pauseUntilMs = pauses.untilMs(nowMs);
     for (let i = ks.head; i < ks.queue.length; i++) {
       const waiter = ks.queue[i]!;
       if (!waiter.settled && waiter.deadlineMs < pauseUntilMs) {
@@ -297,14 +304,14 @@ export function createLocalPacer(options: LocalPacerOptions): Pacer {
       queued += ks.waiting;
       if (ks.timer !== undefined && ks.timerAtMs < nextTurnMs) nextTurnMs = ks.timerAtMs;
     }
-    const pauseUntilMs = pauses.untilMs(pauseKey, nowMs);
+    const pauseUntilMs = pauses.untilMs(nowMs);
     return {
       scope: "local",
       queued,
       keys: unlimited ? 0 : keys.size,
       nextTurnInMs: Number.isFinite(nextTurnMs) ? Math.max(0, nextTurnMs - nowMs) : 0,
       pausedForMs: pauseUntilMs > 0 ? pauseUntilMs - nowMs : 0,
-      pauseReason: pauses.reason(pauseKey, nowMs),
+      pauseReason: pauses.reason(nowMs),
       degraded: false,
     };
   }
@@ -312,6 +319,7 @@ export function createLocalPacer(options: LocalPacerOptions): Pacer {
   function close(): void {
     if (closed) return;
     closed = true;
+    stopWatching();
     for (const ks of unlimited ? [unlimited] : keys.values()) {
       if (ks.timer !== undefined) clock.clearTimeout(ks.timer);
       ks.timer = undefined;

@@ -1,18 +1,17 @@
 /**
- * "Slow down" from an upstream: a 429 or 503 with Retry-After pauses every request to that
- * upstream's credential on this replica until the time it named (issue 26). This file reads
- * the header and keeps the pauses; the pacers (local-pacer.ts, shared-pacer.ts) hold requests
- * while one runs.
+ * "Slow down" from an upstream: a 429 or 503 with Retry-After pauses requests on this replica
+ * until the time it named, cut to the receiving entry's `rateLimit.maxPause` (issue 26; issue 30
+ * item 4). This file reads the header and keeps the pauses; the pacers (local-pacer.ts,
+ * shared-pacer.ts) hold requests while one runs.
  *
- * A pause is per credential: the upstream throttles the token it sees, not our callers, and two
- * upstream entries that share a credential share its pause when their pacers share the table.
+ * Who is paused is the receiving entry's `pauseScope`: `upstream` (the default) pauses that
+ * entry alone — one route's answer, perhaps provoked by one tenant, must not stop the routes,
+ * `allow` lists and callers that merely share its client id; `credential` pauses every entry
+ * spending the credential at that origin, for upstreams whose quota is the token's.
  */
 
 /** Why an upstream asked us to wait: the status that carried the Retry-After. */
 export type PauseReason = "429" | "503";
-
-/** Longest pause an upstream can impose with one answer; a larger Retry-After is cut to this. */
-export const MAX_PAUSE_MS = 10 * 60_000;
 
 const DELTA_SECONDS = /^\d+$/;
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
@@ -27,12 +26,12 @@ const ASCTIME_DATE =
 /**
  * Milliseconds to wait from a Retry-After value (RFC 9110 §10.2.3): delta-seconds or an
  * HTTP-date, compared with `nowWallMs` (a date in the past means 0). Undefined when absent or
- * unreadable: then there is no pause. Capped at `maxMs`.
+ * unreadable: then there is no pause. Capped at `maxMs` (the entry's `rateLimit.maxPause`).
  */
 export function parseRetryAfter(
   value: string | readonly string[] | undefined,
   nowWallMs: number,
-  maxMs: number = MAX_PAUSE_MS,
+  maxMs: number,
 ): number | undefined {
   // Node joins repeated fields into an array; a second Retry-After is a sender error, use the first.
   const raw = typeof value === "string" ? value : value?.[0];
@@ -76,7 +75,7 @@ function utc(
   return new Date(ms).getUTCDate() === Number(day) ? ms : undefined;
 }
 
-/** Pauses by credential, on the pacers' monotonic clock. */
+/** Pauses by key (an entry's, or a credential's at an origin), on the pacers' monotonic clock. */
 export interface PauseTable {
   /** Pause `key` until `untilMs` (monotonic); an earlier end than one already set is ignored. */
   pause(key: string, untilMs: number, reason: PauseReason): void;
@@ -84,6 +83,11 @@ export interface PauseTable {
   untilMs(key: string, nowMs: number): number;
   /** Why `key` is paused, if it is at `nowMs`. */
   reason(key: string, nowMs: number): PauseReason | undefined;
+  /**
+   * Calls `listener` after each pause set or lengthened on `key` — a pacer re-plans its queue
+   * then, so those who can't outlast the pause are told at once. Returns the unsubscribe.
+   */
+  watch(key: string, listener: () => void): () => void;
 }
 
 interface Pause {
@@ -94,6 +98,7 @@ interface Pause {
 /** An empty table; ended pauses are dropped as they are read. */
 export function createPauseTable(): PauseTable {
   const pauses = new Map<string, Pause>();
+  const watchers = new Map<string, Set<() => void>>();
   const current = (key: string, nowMs: number): Pause | undefined => {
     // The common case, nothing paused anywhere, costs one size check.
     if (pauses.size === 0) return undefined;
@@ -108,8 +113,82 @@ export function createPauseTable(): PauseTable {
       const existing = pauses.get(key);
       if (existing !== undefined && existing.untilMs >= untilMs) return;
       pauses.set(key, { untilMs, reason });
+      const listeners = watchers.get(key);
+      if (listeners) for (const listener of [...listeners]) listener();
     },
     untilMs: (key, nowMs) => current(key, nowMs)?.untilMs ?? 0,
     reason: (key, nowMs) => current(key, nowMs)?.reason,
+    watch(key, listener) {
+      let listeners = watchers.get(key);
+      if (listeners === undefined) {
+        listeners = new Set();
+        watchers.set(key, listeners);
+      }
+      listeners.add(listener);
+      return () => {
+        listeners.delete(listener);
+        if (listeners.size === 0 && watchers.get(key) === listeners) watchers.delete(key);
+      };
+    },
   };
+}
+
+/** Where one upstream entry's pauses live in the app's table. */
+export interface PauseKeys {
+  /** The entry's own key: a `pauseScope: upstream` answer pauses it alone. */
+  entry: string;
+  /** Its credential at its origin: every entry spending it honours a pause set here. */
+  credential: string;
+  /** Where an answer this entry receives goes (`rateLimit.pauseScope`). */
+  scope: "upstream" | "credential";
+}
+
+/** The key of an entry's own pauses. */
+export const entryPauseKey = (upstreamName: string) => `upstream\n${upstreamName}`;
+/** The key of a credential's pauses at an origin (`credential` a credential identity). */
+export const credentialPauseKey = (origin: string, credential: string) =>
+  `credential\n${origin}\n${credential}`;
+
+/** One entry's view of the pauses: its own and its credential's, whichever ends later. */
+export interface EntryPauses {
+  /** End of the pause holding this entry if one runs after `nowMs`, else 0. */
+  untilMs(nowMs: number): number;
+  reason(nowMs: number): PauseReason | undefined;
+  /** This entry received a "slow down": pause by its scope until `untilMs`. */
+  pause(untilMs: number, reason: PauseReason): void;
+  /** `listener` runs after a pause holding this entry is set; returns the unsubscribe. */
+  watch(listener: () => void): () => void;
+}
+
+export function createEntryPauses(table: PauseTable, keys: PauseKeys): EntryPauses {
+  const { entry, credential } = keys;
+  const target = keys.scope === "credential" ? credential : entry;
+  const laterKey = (nowMs: number): string =>
+    table.untilMs(credential, nowMs) > table.untilMs(entry, nowMs) ? credential : entry;
+  return {
+    untilMs(nowMs) {
+      const own = table.untilMs(entry, nowMs);
+      const shared = table.untilMs(credential, nowMs);
+      return own > shared ? own : shared;
+    },
+    reason: (nowMs) => table.reason(laterKey(nowMs), nowMs),
+    pause: (untilMs, reason) => table.pause(target, untilMs, reason),
+    watch(listener) {
+      const stopEntry = table.watch(entry, listener);
+      const stopCredential = table.watch(credential, listener);
+      return () => {
+        stopEntry();
+        stopCredential();
+      };
+    },
+  };
+}
+
+/** Pauses of a pacer of its own (tests, and pacers built without a table). */
+export function privatePauses(): EntryPauses {
+  return createEntryPauses(createPauseTable(), {
+    entry: "entry",
+    credential: "credential",
+    scope: "upstream",
+  });
 }

@@ -5,9 +5,12 @@
  * is FIFO across replicas, bounded by `wait`, and needs no polling. Every request costs one
  * Redis round trip: the synchronous fast path is the local pacer's alone.
  *
- * Pauses stay per replica (the upstream answered this replica): while one runs, requests wait
- * here in arrival order, before booking, and book their turns when it ends. A booked turn that
- * falls inside a pause, or whose request went away, is given back (REFUND).
+ * Pauses stay per replica (the upstream answered this replica) and follow the entry's
+ * `pauseScope` as a local pacer's do (pause.ts): while one runs, requests wait here in arrival
+ * order, before booking, and book their turns when it ends. A booked turn that falls inside a
+ * pause, or whose request went away, is given back (REFUND). A request held past now (a pause,
+ * a booked turn later than now) first asks for a place among the waiting (`park`); refused, it
+ * is answered 429 at once and its turn, if booked, given back.
  *
  * Redis trouble never fails a request: a failed or slow call (commandTimeoutMs) makes this
  * replica pace alone for a second (`degraded` in state()), as the shared token cache falls back
@@ -34,13 +37,14 @@ import {
   type Pacer,
   PacerClosedError,
   type PacerState,
+  type ParkRequest,
   rejection,
   resolveSignal,
   type WaitSignal,
   waitError,
 } from "./limiter.js";
 import { createLocalPacer } from "./local-pacer.js";
-import { createPauseTable, type PauseReason, type PauseTable } from "./pause.js";
+import { type EntryPauses, type PauseReason, privatePauses } from "./pause.js";
 
 /** The two commands the pacer sends; node-redis clients, clusters and sentinels all have them. */
 export interface PacingRedis {
@@ -71,8 +75,8 @@ export interface SharedPacerOptions {
   retryRedisAfterMs?: number | undefined;
   /** Told about each Redis failure (to log it). */
   onRedisError?: ((err: unknown) => void) | undefined;
-  pauses?: PauseTable | undefined;
-  pauseKey?: string | undefined;
+  /** The pauses holding this pacer's entry (default: its own, shared with no one). */
+  pauses?: EntryPauses | undefined;
   clock?: Clock | undefined;
 }
 
@@ -88,6 +92,8 @@ interface Waiter {
   booked: Extract<Reservation, { granted: true }> | undefined;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
+  /** Asked before the request is held past now; undefined: it may always wait. */
+  park: ParkRequest | undefined;
   resolve: (admission: Admission) => void;
   reject: (err: unknown) => void;
 }
@@ -96,8 +102,7 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
   const clock = options.clock ?? systemClock;
   const params = paceParams(options.rate);
   const rate = scriptRate(params);
-  const pauses = options.pauses ?? createPauseTable();
-  const pauseKey = options.pauseKey ?? "";
+  const pauses = options.pauses ?? privatePauses();
   const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
   const commandTimeoutMs = options.commandTimeoutMs ?? 500;
   const aloneShare = Math.min(1, Math.max(options.aloneShare ?? 1, 1e-6));
@@ -108,7 +113,6 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
     waitMs: options.waitMs,
     maxQueue,
     pauses,
-    pauseKey,
     clock,
   });
   const waiters = new Set<Waiter>();
@@ -118,6 +122,7 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
   let pauseTimer: unknown;
   let redisBackAtMs = 0;
   let closed = false;
+  const stopWatching = pauses.watch(() => replan());
 
   function run(scriptToRun: LuaScript, keys: string[], args: string[]): Promise<unknown> {
     const client = options.redis();
@@ -155,19 +160,24 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
     key: string,
     signal?: WaitSignal,
     waitMs: number = options.waitMs,
+    park?: ParkRequest,
   ): Admission | Promise<Admission> {
     if (closed) return Promise.reject(new PacerClosedError());
     const nowMs = clock.now();
     if (nowMs < redisBackAtMs || options.redis() === undefined) {
-      return alone.acquire(key, signal, waitMs);
+      return alone.acquire(key, signal, waitMs, park);
     }
-    const pauseUntilMs = pauses.untilMs(pauseKey, nowMs);
+    const pauseUntilMs = pauses.untilMs(nowMs);
     const mustHold = pauseUntilMs > 0 || (held.get(key)?.length ?? 0) > 0;
     if (mustHold && pauseUntilMs - nowMs > waitMs) {
       return rejection("upstream_rate_limited", pauseUntilMs - nowMs);
     }
     if ((waitingByKey.get(key) ?? 0) >= maxQueue) {
       return rejection("rate_limited", Math.max(pauseUntilMs - nowMs, params.intervalMs));
+    }
+    // Held through the pause from the start: it needs a place among the waiting now.
+    if (mustHold && park !== undefined && !park()) {
+      return rejection("rate_limited", pauseUntilMs - nowMs);
     }
     const abortSignal = resolveSignal(signal);
     if (abortSignal?.aborted) return Promise.reject(waitError(abortSignal.reason));
@@ -183,6 +193,7 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
         booked: undefined,
         signal: abortSignal,
         onAbort: undefined,
+        park,
         resolve,
         reject,
       };
@@ -258,6 +269,12 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
       go(waiter);
       return;
     }
+    if (waiter.park !== undefined && !waiter.park()) {
+      // No place among the waiting: the turn goes back, the request is answered now.
+      settle(waiter, rejection("rate_limited", reservation.waitMs));
+      refund(waiter.key, reservation);
+      return;
+    }
     waiter.phase = "sleeping";
     waiter.wakeAtMs = clock.now() + reservation.waitMs;
     waiter.timer = clock.setTimeout(() => wake(waiter), reservation.waitMs);
@@ -267,7 +284,7 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
     waiter.timer = undefined;
     if (waiter.settled) return;
     const nowMs = clock.now();
-    const pauseUntilMs = pauses.untilMs(pauseKey, nowMs);
+    const pauseUntilMs = pauses.untilMs(nowMs);
     if (pauseUntilMs > 0) {
       // The turn fell inside a pause: give it back and book a new one once the pause is over.
       if (waiter.booked) refund(waiter.key, waiter.booked);
@@ -299,10 +316,11 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
       redisBackAtMs = nowMs + retryRedisAfterMs;
       options.onRedisError?.(err);
     }
-    const { signal, resolve, reject } = waiter;
+    const { signal, park, resolve, reject } = waiter;
     if (!detach(waiter)) return;
     try {
-      const admission = alone.acquire(waiter.key, signal, Math.max(0, waiter.deadlineMs - nowMs));
+      const remainingMs = Math.max(0, waiter.deadlineMs - nowMs);
+      const admission = alone.acquire(waiter.key, signal, remainingMs, park);
       Promise.resolve(admission).then(resolve, reject);
     } catch (failure) {
       reject(failure);
@@ -327,14 +345,14 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
   function armPauseTimer(): void {
     if (pauseTimer !== undefined) clock.clearTimeout(pauseTimer);
     const nowMs = clock.now();
-    const untilMs = pauses.untilMs(pauseKey, nowMs);
+    const untilMs = pauses.untilMs(nowMs);
     pauseTimer = clock.setTimeout(releaseHeld, Math.max(0, untilMs - nowMs));
   }
 
   /** The pause is over: every held waiter books its turn, in arrival order. */
   function releaseHeld(): void {
     pauseTimer = undefined;
-    if (pauses.untilMs(pauseKey, clock.now()) > 0) {
+    if (pauses.untilMs(clock.now()) > 0) {
       armPauseTimer();
       return;
     }
@@ -346,12 +364,16 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
   }
 
   function pause(untilMs: number, reason: PauseReason): void {
-    // `alone` records it in the shared pause table under the same key.
-    alone.pause(untilMs, reason);
+    // The table tells every pacer the pause holds (this one and `alone` included): each re-plans.
+    pauses.pause(untilMs, reason);
+  }
+
+  /** A pause began: those who cannot outlast it are told now, not when their turn comes. */
+  function replan(): void {
+    if (closed) return;
     const nowMs = clock.now();
-    const pauseUntilMs = pauses.untilMs(pauseKey, nowMs);
+    const pauseUntilMs = pauses.untilMs(nowMs);
     if (pauseUntilMs === 0) return;
-    // Those who cannot outlast the pause are told now, not when their turn comes.
     for (const waiter of [...waiters]) {
       if (waiter.deadlineMs >= pauseUntilMs) continue;
       const booking = waiter.phase === "sleeping" ? waiter.booked : undefined;
@@ -368,7 +390,7 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
       if (waiter.phase === "sleeping" && waiter.wakeAtMs < nextWakeMs) nextWakeMs = waiter.wakeAtMs;
     }
     const aloneState = alone.state();
-    const pauseUntilMs = pauses.untilMs(pauseKey, nowMs);
+    const pauseUntilMs = pauses.untilMs(nowMs);
     return {
       scope: "shared",
       queued: waiters.size + aloneState.queued,
@@ -377,7 +399,7 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
         ? Math.max(0, nextWakeMs - nowMs)
         : aloneState.nextTurnInMs,
       pausedForMs: pauseUntilMs > 0 ? pauseUntilMs - nowMs : 0,
-      pauseReason: pauses.reason(pauseKey, nowMs),
+      pauseReason: pauses.reason(nowMs),
       degraded: nowMs < redisBackAtMs,
     };
   }
@@ -385,6 +407,7 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
   function close(): void {
     if (closed) return;
     closed = true;
+    stopWatching();
     if (pauseTimer !== undefined) clock.clearTimeout(pauseTimer);
     held.clear();
     for (const waiter of [...waiters]) {

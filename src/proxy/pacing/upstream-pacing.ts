@@ -26,9 +26,20 @@ export type RateLimitedReason =
   | "limit"
   /** Refused while the upstream's pause runs (`upstream_rate_limited`). */
   | "paused"
+  /** Refused (`rate_limited`) because `limits.maxWaiting` requests wait already. */
+  | "max_waiting"
+  /** Refused (`rate_limited`) because `limits.maxWaitingPerCaller` of its caller's wait already. */
+  | "max_waiting_per_caller"
   /** The upstream answered 429 / 503 with a Retry-After: the pause starts (the answer is relayed). */
   | "upstream_429"
   | "upstream_503";
+
+/** Why the gate answered 429: the pacer's code, or the waiting room's bound. */
+export type GateRefusalReason =
+  | "rate_limited"
+  | "upstream_rate_limited"
+  | "max_waiting"
+  | "max_waiting_per_caller";
 
 export interface UpstreamPacing {
   readonly upstream: string;
@@ -42,11 +53,17 @@ export interface UpstreamPacing {
   readonly retries: boolean;
   /** The `RateLimit-Policy` value; undefined without a `rateLimit` (nothing to advertise). */
   readonly policy: string | undefined;
+  /** Longest pause one Retry-After imposes (`rateLimit.maxPause`; 0: none). */
+  readonly maxPauseMs: number;
   /** The gate let a request through (a first attempt; retries are not counted here). */
   admitted(admission: Extract<Admission, { ok: true }>): void;
-  /** The gate answered 429. */
-  refused(code: "rate_limited" | "upstream_rate_limited"): void;
-  /** The upstream said slow down (a 429 or 503 with Retry-After): no request goes for `ms`. */
+  /** The gate answered 429: past the limit or the pause, or no place among the waiting. */
+  refused(reason: GateRefusalReason): void;
+  /**
+   * The upstream said slow down (a 429 or 503 with Retry-After): no request goes for `ms`
+   * (already cut to `maxPauseMs`), here or, with `pauseScope: credential`, on the entries
+   * sharing the credential.
+   */
   slowDown(ms: number, status: 429 | 503): void;
   /** The exchange sends the request again. */
   retried(reason: RetryReason): void;
@@ -56,6 +73,8 @@ export interface UpstreamPacingOptions {
   upstream: string;
   pacer: Pacer;
   rateLimit: RateLimitConfig | undefined;
+  /** `rateLimit.maxPause` in ms. */
+  maxPauseMs: number;
   retry: RetryConfig;
   metrics: Metrics;
   /** The pacer's monotonic clock (default performance.now). */
@@ -69,9 +88,14 @@ export function createUpstreamPacing(options: UpstreamPacingOptions): UpstreamPa
   const retries = options.retry.attempts > 0;
   // Children bound once: the label hashing happens here, not per event.
   const waited = metrics.rateLimitWaitSeconds.labels({ upstream });
-  const refusedFor = {
+  const refusedFor: Record<GateRefusalReason, { inc(): void }> = {
     rate_limited: metrics.rateLimitedTotal.labels({ upstream, reason: "limit" }),
     upstream_rate_limited: metrics.rateLimitedTotal.labels({ upstream, reason: "paused" }),
+    max_waiting: metrics.rateLimitedTotal.labels({ upstream, reason: "max_waiting" }),
+    max_waiting_per_caller: metrics.rateLimitedTotal.labels({
+      upstream,
+      reason: "max_waiting_per_caller",
+    }),
   };
   return {
     upstream,
@@ -82,16 +106,18 @@ export function createUpstreamPacing(options: UpstreamPacingOptions): UpstreamPa
     budget,
     retries,
     policy: rateLimit ? rateLimitPolicyValue(rateLimit.requests, rateLimit.perMs) : undefined,
+    maxPauseMs: options.maxPauseMs,
     admitted(admission) {
       if (retries) budget.recordRequest();
       if (admission.waitedMs > 0) waited.observe(admission.waitedMs / 1000);
     },
-    refused(code) {
-      refusedFor[code].inc();
+    refused(reason) {
+      refusedFor[reason].inc();
     },
     slowDown(ms, status) {
       const reason: PauseReason = status === 429 ? "429" : "503";
-      pacer.pause(now() + ms, reason);
+      const pauseMs = Math.min(ms, options.maxPauseMs);
+      if (pauseMs > 0) pacer.pause(now() + pauseMs, reason);
       metrics.rateLimitedTotal.inc({ upstream, reason: `upstream_${reason}` });
     },
     retried(reason) {
