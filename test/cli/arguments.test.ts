@@ -16,6 +16,7 @@ const COMMAND_FLAGS: Record<string, string[]> = {
   wait: ["--admin", "--timeout"],
   token: ["--upstream", "--config"],
   check: ["--upstream", "--probe-path", "--config"],
+  "intercept-ca": ["--config", "--generate"],
 };
 
 describe.concurrent("bearer-proxy arguments: help and version", () => {
