@@ -89,7 +89,9 @@ describe.concurrent("bearer-proxy arguments: mistakes exit 2", () => {
       const command = cases[i]?.[0]?.startsWith("--") ? "run" : cases[i]?.[0];
       expect(code, `${cases[i]?.join(" ")}`).toBe(2);
       expect(stdout).toBe("");
-      const takesConfig = ["run", "validate", "token", "check", "intercept-ca"].includes(command ?? "");
+      const takesConfig = ["run", "validate", "token", "check", "intercept-ca"].includes(
+        command ?? "",
+      );
       expect(stderr).toContain(
         `bearer-proxy ${command}: unknown option --confg${takesConfig ? " (did you mean --config?)" : "\n"}`,
       );
