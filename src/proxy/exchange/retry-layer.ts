@@ -15,13 +15,10 @@ import {
   shouldRetry,
 } from "../pacing/retry-policy.js";
 import { errorCodes, type MappedProxyError, mapUpstreamError } from "../proxy-errors.js";
-import type { Exchange } from "./exchange.js";
-import { HeldResponse } from "./held-response.js";
-import { type AttemptHandler, ExchangeLayer } from "./layer.js";
+import { HoldingLayer } from "./holding-layer.js";
 
-export class RetryLayer extends ExchangeLayer {
-  /** A 502/503/504 held for a retry until it is complete. */
-  private held: HeldResponse | undefined;
+export class RetryLayer extends HoldingLayer {
+  /** Why the answer held now (a 502/503/504) would be retried. */
   private heldReason: RetryReason | undefined;
   /** Retries so far. */
   private retries = 0;
@@ -29,13 +26,6 @@ export class RetryLayer extends ExchangeLayer {
   private safeToRetry: boolean | undefined;
   /** The backoff before a retry. */
   private timer: NodeJS.Timeout | undefined;
-
-  constructor(
-    next: AttemptHandler,
-    private readonly exchange: Exchange,
-  ) {
-    super(next);
-  }
 
   override onHeaders(
     statusCode: number,
@@ -48,34 +38,14 @@ export class RetryLayer extends ExchangeLayer {
       const reason = String(statusCode) as RetryReason;
       // Held even when the first 5xx head of this attempt: nothing was relayed yet.
       if (this.mayRetry(reason, true)) {
-        this.held = new HeldResponse(statusCode, rawHeaders, resume, statusText);
         this.heldReason = reason;
-        return true;
+        return this.hold(statusCode, rawHeaders, resume, statusText);
       }
     }
     return this.next.onHeaders(statusCode, rawHeaders, resume, statusText);
   }
 
-  override onData(chunk: Buffer): boolean {
-    const held = this.held;
-    if (held === undefined) return this.next.onData(chunk);
-    if (held.add(chunk)) return true;
-    this.held = undefined;
-    return held.releaseTo(this.next, false);
-  }
-
-  override onComplete(trailers: RawHeaders | null): void {
-    const held = this.held;
-    if (held === undefined) {
-      this.next.onComplete(trailers);
-      return;
-    }
-    this.held = undefined;
-    held.trailers = trailers;
-    this.exchange.endAttempt(undefined);
-    const relay = () => {
-      if (!this.exchange.finished) held.releaseTo(this.next, true);
-    };
+  protected override decide(relay: () => void): void {
     // The budget is spent last, once the retry is sure to be wanted.
     const budget = this.exchange.route.pacing?.budget;
     if (budget?.tryAcquireRetry() ?? false) this.retry(this.heldReason!, relay);
@@ -83,7 +53,6 @@ export class RetryLayer extends ExchangeLayer {
   }
 
   override onError(err: Error): void {
-    this.held = undefined;
     const { exchange } = this;
     const upstream = exchange.route.config;
     const mapped = mapUpstreamError(err, upstream.name, upstream.maxResponseHeaderSizeBytes);
@@ -98,7 +67,7 @@ export class RetryLayer extends ExchangeLayer {
       this.retry(reason, () => this.next.onError(err));
       return;
     }
-    this.next.onError(err);
+    super.onError(err);
   }
 
   /**

@@ -1,7 +1,7 @@
 /**
  * The token's recoveries inside an exchange (present for a request whose body can be sent
- * again, or that carries a DPoP token): an upstream 401 is held (head and a bounded body), the token invalidated, a fresh one
- * fetched, and the request replayed exactly once; if no fresh token comes, or the replay is 401
+ * again, or that carries a DPoP token): an upstream 401 is held (head and a bounded body), the
+ * token invalidated, a fresh one fetched, and the request replayed exactly once; if no fresh token comes, or the replay is 401
  * again, the client gets the upstream's 401 unchanged. A DPoP resource server's `use_dpop_nonce`
  * 401 (RFC 9449 §9) gets one retry with the same token and a proof carrying the nonce, before
  * any replay. Every answer may carry the origin's next `DPoP-Nonce` (§8.2): it is kept for the
@@ -11,25 +11,14 @@
 import type { RawHeaders } from "../../net/raw-headers.js";
 import type { AccessToken } from "../../token/types.js";
 import { mapUpstreamError } from "../proxy-errors.js";
-import type { Exchange } from "./exchange.js";
-import { HeldResponse } from "./held-response.js";
-import { type AttemptHandler, ExchangeLayer } from "./layer.js";
+import { HoldingLayer } from "./holding-layer.js";
 
-export class TokenReplayLayer extends ExchangeLayer {
-  /** The 401 held for a replay (or a nonce retry) until it is complete. */
-  private held: HeldResponse | undefined;
+export class TokenReplayLayer extends HoldingLayer {
   /** The held 401 asks for a DPoP nonce it carries: retry with it, same token. */
   private useNonce = false;
   private nonceRetried = false;
   /** The request was sent again with a new token already (a replay happens once). */
   private replayed = false;
-
-  constructor(
-    next: AttemptHandler,
-    private readonly exchange: Exchange,
-  ) {
-    super(next);
-  }
 
   override onHeaders(
     statusCode: number,
@@ -46,32 +35,13 @@ export class TokenReplayLayer extends ExchangeLayer {
       dpop.noteResponse(exchange.proofUrl, statusCode, rawHeaders) &&
       !this.nonceRetried;
     if (statusCode === 401 && exchange.replayable && (!this.replayed || useNonce)) {
-      this.held = new HeldResponse(statusCode, rawHeaders, resume, statusText);
       this.useNonce = useNonce;
-      return true;
+      return this.hold(statusCode, rawHeaders, resume, statusText);
     }
     return this.next.onHeaders(statusCode, rawHeaders, resume, statusText);
   }
 
-  override onData(chunk: Buffer): boolean {
-    const held = this.held;
-    if (held === undefined) return this.next.onData(chunk);
-    if (held.add(chunk)) return true;
-    // Too big to hold: it is the answer after all (no replay for this one).
-    this.held = undefined;
-    return held.releaseTo(this.next, false);
-  }
-
-  override onComplete(trailers: RawHeaders | null): void {
-    const held = this.held;
-    if (held === undefined) {
-      this.next.onComplete(trailers);
-      return;
-    }
-    this.held = undefined;
-    held.trailers = trailers;
-    this.exchange.endAttempt(undefined);
-    const relay = () => this.relay(held);
+  protected override decide(relay: () => void): void {
     if (this.useNonce) {
       // The resource server wants a nonce it has now sent: once more, same token, new proof.
       this.nonceRetried = true;
@@ -79,18 +49,6 @@ export class TokenReplayLayer extends ExchangeLayer {
       return;
     }
     void this.replay(relay);
-  }
-
-  override onError(err: Error): void {
-    // A held 401 cut short: the failure is the answer (nothing of the 401 was relayed).
-    this.held = undefined;
-    this.next.onError(err);
-  }
-
-  /** Relays the held 401 as the client's answer (no resend will come). */
-  private relay(held: HeldResponse): void {
-    if (this.exchange.finished) return;
-    held.releaseTo(this.next, true);
   }
 
   private async replay(relay: () => void): Promise<void> {
