@@ -1,6 +1,6 @@
 /**
  * Memory per waiting request (issue 30 item 3): what one request parked for a pacing turn costs
- * the proxy process, the figure behind `limits.maxWaiting`'s default and the README's note.
+ * the proxy process, the figure behind `limits.maxWaiting`'s default and docs/benchmark.md, "Waiting requests".
  *
  * A real bearer-proxy process (`node dist/cli.js run`) in front of the bench's Node upstream,
  * with one route allowing one request per 30 minutes per caller and waits of days: after each

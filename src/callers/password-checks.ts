@@ -3,7 +3,7 @@
  * (`callers.basic.maxConcurrentChecks`, `maxQueuedChecks`). bcryptjs ran each check on the event
  * loop: ~80 ms of main-thread CPU at cost 10, so a burst of wrong passwords stalled every tenant
  * for seconds (issue 30). `@node-rs/bcrypt` runs the same compare on libuv's thread pool: the
- * event loop spends ~0.5 ms per check. README "Design notes" has the measurements and why it was
+ * event loop spends ~0.5 ms per check. docs/design-notes.md has the measurements and why it was
  * chosen over a worker pool or `bcrypt`.
  *
  * At most `maxConcurrent` checks run at once; the rest wait in one FIFO of `maxQueued`; beyond

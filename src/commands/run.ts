@@ -63,7 +63,7 @@ export const PROCESS_TITLE = "bearer-proxy";
 
 /** `bearer-proxy run`: runs until a signal or /quitquitquit; resolves with the exit code. */
 export async function runCommand(values: Values): Promise<number> {
-  // `pidof bearer-proxy` and `ps` name the process, not `node` (README: reload with
+  // `pidof bearer-proxy` and `ps` name the process, not `node` (docs/operations.md, "Reload":
   // `kill -HUP "$(pidof bearer-proxy)"`). Only the server takes the name: a `wait` or `check`
   // running beside it must not receive the signal too. libuv sets the thread name (comm) and
   // rewrites argv in place, which also takes flags such as --client-secret out of /proc/PID/cmdline.

@@ -3,6 +3,9 @@
  * `git clone` gives: the tracked files, plus files not yet committed, no node_modules, no dist):
  * `npm ci` warns of no engine the README's Node 20.19 does not meet, builds dist/, and `npm start`
  * then starts at once instead of building it again; after an edit under src/ it builds first.
+ * Then the README's Install section, block by block as written (the package is not on the npm
+ * registry): `npx bearer-proxy` from the clone, and `npm pack` + `npm install -g` of the tarball,
+ * the global install going to a temporary prefix (npm_config_prefix, its bin first on the PATH).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -11,10 +14,12 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { codeBlocks } from "./docs-tools.js";
 
 const run = promisify(execFile);
 const root = resolve(import.meta.dirname, "../..");
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+  version: string;
   engines: { node: string };
 };
 // fastify's own dependency; only the two functions used here are typed.
@@ -28,7 +33,15 @@ let npmCi: { code: number; output: string };
 
 /** npm as a user runs it: their PATH and HOME (the npm cache), none of this test run's npm_* settings. */
 function userEnv(): Record<string, string> {
+  // How this machine reaches the registry (a proxy, an extra CA) is the user's shell's too: a
+  // global install resolves its dependencies there, where `npm ci` had them all in the lock.
+  const network = Object.entries(process.env).filter(
+    ([name, value]) =>
+      value !== undefined &&
+      /^(?:NODE_EXTRA_CA_CERTS|SSL_CERT_FILE|SSL_CERT_DIR|(?:https?|no)_proxy)$/i.test(name),
+  ) as [string, string][];
   return {
+    ...Object.fromEntries(network),
     PATH: process.env.PATH ?? "/usr/bin:/bin",
     HOME: process.env.HOME ?? "/tmp",
     npm_config_update_notifier: "false",
@@ -48,6 +61,37 @@ function inClone(command: string, args: string[]): Promise<{ code: number; outpu
     });
     child.on("close", (code) => resolveRun({ code: code ?? -1, output }));
   });
+}
+
+/** A shell script in the clone under bash -e, with the user's environment plus `env`. */
+function inCloneShell(
+  script: string,
+  env: Record<string, string>,
+): Promise<{ code: number; output: string }> {
+  return new Promise((resolveRun) => {
+    const child = spawn("bash", ["-e", "-c", script], {
+      cwd: clone,
+      env: { ...userEnv(), ...env },
+    });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.on("close", (code) => resolveRun({ code: code ?? -1, output }));
+  });
+}
+
+/** The shell blocks of the README's `## Install` section, in order. */
+function readmeInstallBlocks(): string[] {
+  const readme = readFileSync(join(root, "README.md"), "utf8");
+  const start = readme.indexOf("\n## Install\n");
+  const end = readme.indexOf("\n## ", start + 1);
+  return codeBlocks(readme.slice(start, end))
+    .filter((b) => b.lang === "sh")
+    .map((b) => b.text);
 }
 
 /**
@@ -177,5 +221,43 @@ describe("a fresh clone: npm ci && npm start", () => {
     const again = await npmStart();
     await again.stop();
     expect(again.output).toContain("dist/ is up to date with src/: not rebuilding");
+  }, 300_000);
+});
+
+describe("the README's Install section, as written, in the clone", () => {
+  let prefix: string;
+  beforeAll(() => {
+    prefix = mkdtempSync(join(tmpdir(), "bp-global-prefix-"));
+  });
+  afterAll(() => {
+    if (prefix) rmSync(prefix, { recursive: true, force: true });
+  });
+
+  it("has the clone's commands, the packed tarball's and the image's", () => {
+    const blocks = readmeInstallBlocks();
+    expect(blocks).toHaveLength(3);
+    expect(blocks[0]).toMatch(/^npm ci\b[^\n]*\nnpx bearer-proxy --version\b/);
+    expect(blocks[1]).toMatch(/^npm pack\b[^\n]*\nnpm install -g \.\/bearer-proxy-[\d.]+\.tgz\b/);
+    expect(blocks[2]).toMatch(/^docker build -t bearer-proxy:[\d.]+ \./);
+  });
+
+  it("npm ci, then npx bearer-proxy from the clone", async () => {
+    const { code, output } = await inCloneShell(readmeInstallBlocks()[0]!, {});
+    expect(code, output).toBe(0);
+    expect(output).toContain(`bearer-proxy ${pkg.version}`);
+  }, 300_000);
+
+  it("npm pack, then a global install of the tarball puts a working bearer-proxy on the PATH", async () => {
+    const env = { npm_config_prefix: prefix, PATH: `${join(prefix, "bin")}:${userEnv().PATH}` };
+    const { code, output } = await inCloneShell(readmeInstallBlocks()[1]!, env);
+    expect(code, output).toBe(0);
+    expect(output).toContain(`bearer-proxy ${pkg.version}`);
+    // It was the global install that answered, from the tarball, not the clone.
+    const installed = join(prefix, "lib", "node_modules", "bearer-proxy");
+    expect(readFileSync(join(installed, "package.json"), "utf8")).toContain(
+      `"version": "${pkg.version}"`,
+    );
+    const version = await run(join(prefix, "bin", "bearer-proxy"), ["--version"]);
+    expect(version.stdout.trim()).toBe(`bearer-proxy ${pkg.version}`);
   }, 300_000);
 });

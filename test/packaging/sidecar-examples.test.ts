@@ -59,6 +59,9 @@ function envOf(c: Container): Record<string, string> {
 
 const native = readPodSpecs("sidecar-native.yaml");
 const legacy = readPodSpecs("sidecar-legacy-job.yaml");
+const chartImage = /^image:\n {2}(?:#.*\n {2})*repository: (\S+)$/m.exec(
+  readFileSync(join(CHART_DIR, "values.yaml"), "utf8"),
+)?.[1];
 const chartVersion = /appVersion: "([^"]+)"/.exec(
   readFileSync(join(CHART_DIR, "Chart.yaml"), "utf8"),
 )?.[1];
@@ -71,8 +74,8 @@ describe.each([
   const proxy = proxyOf(pod);
   const env = envOf(proxy);
 
-  it("uses the chart's image version", () => {
-    expect(proxy.image).toBe(`ghcr.io/bearer-proxy/bearer-proxy:${chartVersion}`);
+  it("uses the chart's image (the one you build and push: docs/docker.md) and version", () => {
+    expect(proxy.image).toBe(`${chartImage}:${chartVersion}`);
   });
 
   it("sets only variables bearer-proxy knows", () => {

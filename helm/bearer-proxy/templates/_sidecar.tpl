@@ -45,7 +45,8 @@ Parameters (a dict; pass the same dict to both templates):
                       or settings the variables lack). listen/admin still come from port and
                       adminPort: BEARER_PROXY_LISTEN/_ADMIN_LISTEN win over the file.
   name                Container name. Default "bearer-proxy".
-  image               Image reference. Default "ghcr.io/bearer-proxy/bearer-proxy:0.1.0".
+  image               Image reference: the image built from the Dockerfile, pushed to your
+                      registry (docs/docker.md). Default "registry.example.com/bearer-proxy:0.1.0".
   imagePullPolicy     Default "IfNotPresent".
   port                Proxy port on 127.0.0.1. Default 8080.
   adminPort           Admin port. Default 9901.
@@ -64,7 +65,8 @@ Parameters (a dict; pass the same dict to both templates):
                       (index .Values "bearer-proxy" "tracing"). Default: off.
   env                 Extra env entries (list of EnvVar).
   volumeMounts        Extra volume mounts (list), e.g. a CA bundle for BEARER_PROXY_CA_FILE.
-  resources           Container resources. Default requests 50m CPU / 128Mi, limit 256Mi memory (RSS is 66-81 MiB idle with the default nodeOptions and mallocTuning, more under heavy load: bench/PROFILE.md).
+  resources           Container resources. Default requests 50m CPU / 128Mi, limit 256Mi memory
+                      (idle and peak RSS: docs/benchmark.md, "Memory and Node flags").
   readinessProbe      true adds a readinessProbe on /readyz. Default false: the pod's readiness
                       would then follow the upstream's token endpoint, taking the app out of its
                       Service whenever the upstream has an outage.
@@ -80,7 +82,7 @@ Parameters (a dict; pass the same dict to both templates):
 {{- fail "bearer-proxy.sidecar: set baseUrl (or configMap)" -}}
 {{- end -}}
 - name: {{ default "bearer-proxy" $p.name }}
-  image: {{ default "ghcr.io/bearer-proxy/bearer-proxy:0.1.0" $p.image }}
+  image: {{ default "registry.example.com/bearer-proxy:0.1.0" $p.image }}
   imagePullPolicy: {{ default "IfNotPresent" $p.imagePullPolicy }}
   restartPolicy: Always
   {{- if $p.configMap }}

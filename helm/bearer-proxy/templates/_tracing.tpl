@@ -1,6 +1,6 @@
 {{/*
 bearer-proxy.tracingEnv — OpenTelemetry traces as the standard OTEL_* environment (bearer-proxy
-reads nothing else for them; README "Traces"). Takes a dict:
+reads nothing else for them; docs/operations.md "Traces"). Takes a dict:
   tracing     the `tracing` values (enabled, endpoint, protocol, serviceName, sampler,
               samplerArg, resourceAttributes, headersSecret.name/.key); nothing is rendered
               unless `enabled`

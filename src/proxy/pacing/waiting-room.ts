@@ -8,7 +8,7 @@
  * never make another upstream answer 503 `overloaded`, nor /readyz fail. What bounds them is
  * this room instead: `limits.maxWaiting` all together, `limits.maxWaitingPerCaller` for one
  * caller (so one caller can't take every place); beyond either, the request is answered 429
- * `rate_limited` at once. The memory a waiting request costs is measured in the README.
+ * `rate_limited` at once. The memory a waiting request costs: docs/benchmark.md, "Waiting requests".
  */
 
 /** Which bound refused a place. */

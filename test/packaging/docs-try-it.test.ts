@@ -1,0 +1,160 @@
+/**
+ * Issue 32: every "try it locally" block of the docs runs as written — the emulator with
+ * `--ca-out`, a second emulator with its own client, Redis, the proxy's replicas, the curl lines —
+ * with `bearer-proxy` on the PATH as the built dist/cli.js, in an empty temporary folder, under
+ * bash -e. Only the ports move: the well-known ones a block uses (8080, 9901, 8443, …) become
+ * free ports, consistently through the block and the files it writes. A line ending in
+ * `# → TEXT` must print TEXT (its exit status aside: `check` exits 1 when it finds the fault it
+ * is shown finding). Blocks that need Docker run only where the image is built.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { freePort, skipWithoutRedis } from "../helpers/redis-server.js";
+import { TRY_MARKER, tryBlocks, userPages } from "./docs-tools.js";
+import { REPO_ROOT } from "./schema-tools.js";
+
+/** The ports the blocks use, as a reader would type them; each run gets free ones instead. */
+const PORTS = [3128, 6379, 8080, 8081, 8443, 8444, 9901, 9902];
+const CLI = join(REPO_ROOT, "dist", "cli.js");
+const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
+  version: string;
+};
+
+/** The block with its ports moved and its `# → TEXT` lines turned into checks. */
+function runnableScript(text: string, ports: ReadonlyMap<number, number>): string {
+  const moved = text.replace(/\b\d{4}\b/g, (n) => String(ports.get(Number(n)) ?? n));
+  const lines = moved.replace(/\s*\\\n\s*/g, " ").split("\n");
+  const checked = lines.map((line) => {
+    const m = /^(.*?)\s+# → (.+)$/.exec(line);
+    if (!m) return line;
+    const [, command, expected] = m;
+    return [
+      `__out=$( { ${command} ; } 2>&1 ) || true`,
+      `printf '%s\\n' "$__out"`,
+      `__expect ${shellQuote(expected!)} "$__out"`,
+    ].join("; ");
+  });
+  const expect =
+    '__expect() { case "$2" in *"$1"*) ;; *) printf \'expected "%s" in the output above\\n\' "$1" >&2; exit 1;; esac; }';
+  return [expect, ...checked].join("\n");
+}
+
+function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+/** Ports a block names that the runner would not move (a fixed port could be taken). */
+function unmovedPorts(text: string): number[] {
+  const named = [...text.matchAll(/(?:127\.0\.0\.1:|localhost:|port[: ]\s*|--port\s+)(\d{2,5})\b/g)]
+    .map((m) => Number(m[1]))
+    .filter((port) => port !== 0);
+  return [...new Set(named.filter((port) => !PORTS.includes(port)))];
+}
+
+interface Run {
+  child: ChildProcess;
+  done: Promise<{ code: number | null; output: string }>;
+  dir: string;
+}
+
+const runs: Run[] = [];
+
+afterEach(async () => {
+  // The block's own `kill %1 …` ends its background jobs when it gets there; after a failure,
+  // end the whole process group (bash, emulators, proxies, redis) here.
+  for (const run of runs.splice(0)) {
+    for (const signal of ["SIGTERM", "SIGKILL"] as const) {
+      try {
+        process.kill(-run.child.pid!, signal);
+      } catch {
+        break; // no process of the group is left
+      }
+      await new Promise((r) => setTimeout(r, 1_000));
+    }
+    rmSync(run.dir, { recursive: true, force: true });
+  }
+});
+
+async function runBlock(text: string): Promise<{ code: number | null; output: string }> {
+  const dir = mkdtempSync(join(tmpdir(), "bp-try-it-"));
+  const bin = join(dir, ".bin");
+  spawnSync("mkdir", [bin]);
+  const shim = join(bin, "bearer-proxy");
+  writeFileSync(shim, `#!/bin/sh\nexec "${process.execPath}" "${CLI}" "$@"\n`);
+  chmodSync(shim, 0o755);
+  const ports = new Map<number, number>();
+  for (const port of PORTS) ports.set(port, await freePort());
+  const child = spawn("bash", ["-e", "-o", "pipefail", "-c", runnableScript(text, ports)], {
+    cwd: dir,
+    detached: true,
+    env: {
+      PATH: [bin, dirname(process.execPath), process.env.PATH ?? "/usr/bin:/bin"].join(":"),
+      HOME: dir,
+      LANG: "C.UTF-8",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const done = new Promise<{ code: number | null; output: string }>((resolve) => {
+    child.on("close", (code) => resolve({ code, output }));
+  });
+  runs.push({ child, done, dir });
+  return done;
+}
+
+const dockerImage = `bearer-proxy:${pkg.version}`;
+const hasImage =
+  spawnSync("docker", ["image", "inspect", dockerImage], { stdio: "ignore" }).status === 0;
+
+const blocks = tryBlocks(userPages());
+
+describe("the try-it runner itself", () => {
+  it("moves the ports and checks the → lines", () => {
+    const script = runnableScript(
+      "bearer-proxy wait --admin http://127.0.0.1:9901 \\\n  --timeout 30s\ncurl -s http://127.0.0.1:8080/x   # → 200\n",
+      new Map([
+        [9901, 40001],
+        [8080, 40002],
+      ]),
+    );
+    expect(script).toContain("bearer-proxy wait --admin http://127.0.0.1:40001 --timeout 30s");
+    expect(script).toContain("__out=$( { curl -s http://127.0.0.1:40002/x ; } 2>&1 ) || true");
+    expect(script).toContain(`__expect '200' "$__out"`);
+  });
+
+  it("fails a block whose → line prints something else", async () => {
+    const result = await runBlock(`${TRY_MARKER}\necho 403   # → 200\n`);
+    expect(result.code).not.toBe(0);
+    expect(result.output).toContain('expected "200" in the output above');
+  });
+
+  it("finds the blocks, at least one per guide", () => {
+    expect(blocks.length).toBeGreaterThanOrEqual(5);
+  });
+});
+
+describe.each(blocks)("$page, the try-it block at line $line", ({ text }) => {
+  it("names only ports the runner moves", () => {
+    expect(unmovedPorts(text)).toEqual([]);
+  });
+
+  const needsDocker = /^\s*docker\s/m.test(text);
+  const needsRedis = /\bredis-server\b/.test(text);
+  it.skipIf((needsDocker && !hasImage) || (needsRedis && skipWithoutRedis))(
+    needsDocker ? `runs as written (needs the image ${dockerImage})` : "runs as written",
+    async () => {
+      const { code, output } = await runBlock(text);
+      expect(code, output).toBe(0);
+    },
+    120_000,
+  );
+});
