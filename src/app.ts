@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { buildCallerSources } from "./app/caller-sources.js";
 import { buildGeneration, type LiveGeneration } from "./app/generation.js";
+import { buildInterceptSource, type InterceptSource } from "./app/intercept.js";
 import { createReloader, type ReloadOutcome } from "./app/reloader.js";
 import { createRunControl } from "./app/run.js";
 import { buildAdminServer, buildProxyServers } from "./app/servers.js";
@@ -43,6 +44,8 @@ export interface App {
   tokens: TokenRegistry;
   admin: FastifyInstance;
   proxies: readonly ProxyServer[];
+  /** The interception CA and its leaf certificates (`intercept`); loaded by `listen()`. */
+  intercept: InterceptSource;
   /**
    * Apply a new, already validated configuration (config reload): `applied`, or
    * `restart_required` with the changed paths that can't apply live (nothing is then applied),
@@ -69,6 +72,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
   metrics.watchWaiting(() => lifecycle.waiting.waiting);
   const sources = buildTokenSources(config, { logger, metrics, tracing: deps.tracing });
   const callerSources = buildCallerSources({ logger, metrics, now: deps.throttleClock });
+  const intercept = buildInterceptSource(config, { logger, metrics });
   // Built now, not on first use: an unreadable CA or key file fails the start, not a request.
   const live: LiveGeneration = { generation: buildGeneration(config, sources, callerSources) };
   const proxies = buildProxyServers(config, live.generation, {
@@ -82,6 +86,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     sources,
     callerSources,
     lastReload: reloader.lastReload,
+    interceptCa: intercept.ca,
     onQuit: deps.onQuit,
     lifecycle,
     metrics,
@@ -92,6 +97,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     live,
     sources,
     callerSources,
+    intercept,
     proxies,
     admin,
     reloader,
@@ -109,6 +115,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     },
     admin,
     proxies: proxies.servers,
+    intercept,
     reload: (next, trigger) => reloader.reload(next, trigger),
     recordRejected: reloader.recordRejected,
     listen,

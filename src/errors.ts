@@ -118,6 +118,8 @@ export const ERROR_CODES = {
   BP_ERR_UPSTREAM_RESET: "upstream_reset",
   BP_ERR_UPSTREAM: "upstream_error",
   BP_ERR_LISTEN: "internal_error",
+  /** `intercept`: the CA cannot be loaded at start, or a leaf certificate cannot be made with it. */
+  BP_ERR_INTERCEPT_CA: "internal_error",
 } as const satisfies Record<string, ProxyErrorCode>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

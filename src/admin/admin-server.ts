@@ -8,6 +8,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Denial } from "../callers/denial-log.js";
 import type { CallersStatus } from "../callers/types.js";
 import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
+import type { CaSummary } from "../intercept/ca.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -17,6 +18,7 @@ import { LAZY_SCHEMA_COMPILERS } from "./lazy-schema-compilers.js";
 import { quitRefusal } from "./quit-guard.js";
 import type { ReadinessCondition } from "./readiness.js";
 import { createScrubber, type Scrubber } from "./redact.js";
+import { interceptStatus } from "./status-intercept.js";
 import type { RateLimitStatus } from "./status-pacing.js";
 import type { LastReload } from "./status-report.js";
 import { registerStatusRoutes } from "./status-routes.js";
@@ -65,6 +67,8 @@ export interface AdminServerDeps {
   callersStatus?: () => CallersStatus | undefined;
   /** An upstream's pacing (limit, queue, pause, retry budget) for /status; undefined: none. */
   rateLimitStatus?: (upstreamName: string) => RateLimitStatus | undefined;
+  /** The interception CA once loaded (`intercept`); /status shows its public facts. */
+  interceptCa?: () => CaSummary | undefined;
 }
 
 /** The admin endpoints, listed in 404 answers so a mistyped probe path is easy to fix. */
@@ -170,6 +174,10 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     callerDenials: deps.callerDenials,
     callersStatus: deps.callersStatus,
     currentReadiness: deps.currentReadiness,
+    intercept: () =>
+      deps.config.intercept === undefined
+        ? undefined
+        : interceptStatus(deps.interceptCa?.(), upstreamsNow(), now()),
     currentLimits: deps.currentLimits ?? (() => deps.config.limits),
   });
 

@@ -21,6 +21,7 @@ import {
   renderSparkline,
   renderTokenTimeline,
 } from "./status-charts.js";
+import { renderInterceptSection } from "./status-intercept.js";
 import {
   allowCell,
   allowDetail,
@@ -140,6 +141,7 @@ export function renderStatusFragment(report: StatusReport, detail?: UpstreamDeta
   const link = linker(report, detail?.name ?? "");
   return `<div id="fragment" data-generated-at="${escapeHtml(report.generatedAt)}" data-ready="${report.ready}">
 ${renderSummary(report, link)}
+${report.intercept ? renderInterceptSection(report.intercept) : ""}
 <div class="columns${detail ? " with-detail" : ""}">
 ${renderList(report, link, detail?.name)}
 ${detail ? renderDetail(detail, link, report) : ""}

@@ -18,6 +18,7 @@ import { tokenNotSharedReason } from "../token/shared-token-source.js";
 import type { TokenMode } from "../token/token-registry.js";
 import type { TokenOrigin, TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
+import type { InterceptStatus } from "./status-intercept.js";
 import type { RateLimitStatus, WaitingStatus } from "./status-pacing.js";
 import {
   applyStatusQuery,
@@ -187,6 +188,8 @@ export interface StatusReport {
   lastReload?: LastReload;
   /** Recent refusals by `upstreams[].allow` (newest first); absent when there were none. */
   callerDenials?: Denial[];
+  /** CONNECT interception (status-intercept.ts); absent without `intercept`. */
+  intercept?: InterceptStatus;
   /** Requests waiting for a pacing turn or a pause, and the places refused (`limits.maxWaiting`). */
   waiting?: WaitingStatus;
   /** The users file, password check queue and blocked addresses; absent when no rule names callers. */
@@ -256,6 +259,7 @@ export interface StatusInput {
   sharedCacheState?: string | undefined;
   lastReload?: LastReload | undefined;
   callerDenials?: Denial[] | undefined;
+  intercept?: InterceptStatus | undefined;
   waiting?: WaitingStatus | undefined;
   callers?: CallersStatus | undefined;
   query: StatusQuery;
@@ -291,6 +295,7 @@ export async function buildStatusReport(input: StatusInput): Promise<StatusRepor
       : { sharedTokenCache: { kind: "redis" as const, state: input.sharedCacheState } }),
     ...(input.lastReload ? { lastReload: input.lastReload } : {}),
     ...(input.callerDenials?.length ? { callerDenials: input.callerDenials } : {}),
+    ...(input.intercept ? { intercept: input.intercept } : {}),
     ...(input.waiting ? { waiting: input.waiting } : {}),
     ...(input.callers ? { callers: input.callers } : {}),
     summary: summarize(rows, input, counts),

@@ -19,6 +19,7 @@ import {
 import { type Scrubber, scrubDeep } from "./redact.js";
 import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
 import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
+import type { InterceptStatus } from "./status-intercept.js";
 import { waitingStatus } from "./status-pacing.js";
 import {
   renderStatusFragment,
@@ -65,6 +66,8 @@ export interface StatusRoutesDeps {
   lastReload?: (() => LastReload | undefined) | undefined;
   /** Recent refusals by `upstreams[].allow`, newest first. */
   callerDenials?: (() => Denial[]) | undefined;
+  /** CONNECT interception (CA and intercepted upstreams); undefined without `intercept`. */
+  intercept?: (() => InterceptStatus | undefined) | undefined;
   /** The limits in force now (a reload may change them), for the waiting room's bounds. */
   currentLimits: () => LimitsConfig;
   /** The users file, password check queue and blocked addresses. */
@@ -114,6 +117,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
       sharedCacheState: deps.sharedCacheState?.(),
       lastReload: deps.lastReload?.(),
       callerDenials: deps.callerDenials?.(),
+      intercept: deps.intercept?.(),
       waiting: waitingStatus(deps.lifecycle.waiting.state(), deps.currentLimits()),
       callers: deps.callersStatus?.(),
       query,

@@ -7,6 +7,7 @@ import { toListenError } from "../net/listen-error.js";
 import type { TokenRegistry } from "../token/token-registry.js";
 import type { CallerSources } from "./caller-sources.js";
 import type { LiveGeneration } from "./generation.js";
+import type { InterceptSource } from "./intercept.js";
 import type { Reloader } from "./reloader.js";
 import type { ProxyServers } from "./servers.js";
 import type { TokenSources } from "./token-sources.js";
@@ -21,18 +22,22 @@ export function createRunControl(deps: {
   live: LiveGeneration;
   sources: TokenSources;
   callerSources: CallerSources;
+  intercept: InterceptSource;
   proxies: ProxyServers;
   admin: FastifyInstance;
   reloader: Reloader;
   lifecycle: Lifecycle;
 }): RunControl {
-  const { config, live, sources, callerSources, proxies, admin, reloader, lifecycle } = deps;
+  const { config, live, sources, callerSources, intercept, proxies, admin, reloader, lifecycle } =
+    deps;
   let startupWatch: NodeJS.Timeout | undefined;
 
   async function listen() {
     try {
       // An unusable users or JWKS file fails the start, before a port is bound.
       await live.generation.callers.ready();
+      // An interception CA that cannot sign fails the start the same way.
+      await intercept.ready();
       const proxyAddresses: AddressInfo[] = [];
       for (const [index, proxy] of proxies.servers.entries()) {
         const { role, listen: address } = proxies.listeners[index]!;

@@ -4,6 +4,7 @@ import { createAdminServer } from "../admin/admin-server.js";
 import type { LastReload } from "../admin/status-report.js";
 import type { ListenSpec, ProxyConfig } from "../config/types.js";
 import type { ListenerRole } from "../errors.js";
+import type { CaSummary } from "../intercept/ca.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -90,6 +91,7 @@ export function buildAdminServer(
     sources: TokenSources;
     callerSources: CallerSources;
     lastReload: () => LastReload | undefined;
+    interceptCa: () => CaSummary | undefined;
     onQuit: (() => void) | undefined;
   },
 ): FastifyInstance {
@@ -106,6 +108,7 @@ export function buildAdminServer(
     callersStatus: () => deps.callerSources.status(),
     rateLimitStatus: (name: string) => live.generation.pacing.statusOf(name),
     currentReadiness: () => live.generation.config.readiness,
+    interceptCa: deps.interceptCa,
     currentLimits: () => live.generation.config.limits,
     lifecycle: deps.lifecycle,
     metrics: deps.metrics,

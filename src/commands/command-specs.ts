@@ -232,6 +232,22 @@ export const COMMANDS = {
     ],
     run: async (v) => (await import("./config-commands.js")).checkCommand(v),
   },
+  "intercept-ca": {
+    summary:
+      "print the CONNECT interception CA certificate for clients to trust, or make one with --generate",
+    usage:
+      "bearer-proxy intercept-ca [--config FILE] [flags] | bearer-proxy intercept-ca --generate DIR",
+    options: [
+      ...CONFIG_OPTIONS,
+      {
+        name: "generate",
+        type: "string",
+        placeholder: "DIR",
+        help: "make a CA for local use (EC P-256, 2 years) in DIR: intercept-ca.pem, intercept-ca-key.pem (mode 0600); never overwrites",
+      },
+    ],
+    run: async (v) => (await import("./intercept-ca.js")).interceptCaCommand(v),
+  },
 } satisfies Record<string, CommandSpec>;
 
 export type CommandName = keyof typeof COMMANDS;

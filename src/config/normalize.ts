@@ -95,6 +95,7 @@ export const DEFAULTS = {
       maxPause: "60s",
     } as const,
     retry: { attempts: 1, on: ["connect", "reset"] as const, budget: "20%" },
+    intercept: false,
     token: {
       defaultExpiresIn: "600s",
       refreshWindow: [0.75, 0.85] as const,
@@ -203,6 +204,10 @@ export function normalizeConfig(file: ConfigFile, ctx: PathContext): ProxyConfig
     readiness: readinessConfig(file.readiness?.requireTokens, upstreams),
     callers: callersConfig(file.callers, ctx),
     tracing: { exporter: file.tracing?.exporter },
+    intercept: file.intercept && {
+      caCertFile: resolveFilePath(["intercept", "caCertFile"], file.intercept.caCertFile, ctx),
+      caKeyFile: resolveFilePath(["intercept", "caKeyFile"], file.intercept.caKeyFile, ctx),
+    },
     upstreams,
   };
 }
@@ -340,6 +345,7 @@ function normalizeUpstream(u: UpstreamConfigFile, at: IssuePath, ctx: PathContex
       on: [...(u.retry?.on ?? D.retry.on)],
       budgetPercent: Number.parseFloat(u.retry?.budget ?? D.retry.budget),
     },
+    intercept: u.intercept ?? D.intercept,
   };
 }
 

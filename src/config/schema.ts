@@ -420,6 +420,34 @@ export const Upstream = T.Object(
     rateLimit: T.Optional(RateLimitSettings),
     /** Retry safe requests after a connection failure (see `RetrySettings`). */
     retry: T.Optional(RetrySettings),
+    /**
+     * Terminate `CONNECT <baseUrl host>:<port>` (443 when baseUrl names none) with a leaf
+     * certificate signed by the top-level `intercept` CA, and run every request inside the
+     * tunnel as a request to this upstream: routed by the CONNECT's authority alone, so
+     * `match` does not apply inside, and the path goes as the client sent it (it addresses the
+     * real URL; baseUrl's path is not prepended, `stripPrefix` does not apply). Needs an
+     * https:// baseUrl and the `intercept` block; one upstream per authority. Default false.
+     */
+    intercept: T.Optional(T.Boolean()),
+  },
+  { additionalProperties: false },
+);
+
+/** `intercept`: the CA that signs leaf certificates for the upstreams with `intercept: true`. */
+export const Intercept = T.Object(
+  {
+    /**
+     * PEM certificate of the CA clients trust (`bearer-proxy intercept-ca` prints it): a CA
+     * (basicConstraints CA:TRUE, keyCertSign when keyUsage is present), valid now. Certificates
+     * after the first (intermediates up to the root) are sent with every leaf.
+     */
+    caCertFile: T.String({ minLength: 1 }),
+    /**
+     * The CA's unencrypted PEM private key, RSA ≥ 2048 bits or EC P-256; refused at start when
+     * group or others can read it (`chmod 600`). Whoever holds it can impersonate the
+     * intercepted hosts to every client that trusts the CA.
+     */
+    caKeyFile: T.String({ minLength: 1 }),
   },
   { additionalProperties: false },
 );
@@ -641,6 +669,8 @@ export const ConfigFile = T.Object(
     callers: T.Optional(Callers),
     /** What /readyz requires besides running (see `Readiness`). */
     readiness: T.Optional(Readiness),
+    /** Terminate CONNECT for upstreams with `intercept: true`, with this CA (see `Intercept`). Default: off (CONNECT answers 405). */
+    intercept: T.Optional(Intercept),
     /** The upstreams; at least one. */
     upstreams: T.Array(Upstream, { minItems: 1 }),
   },

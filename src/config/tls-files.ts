@@ -18,6 +18,14 @@ export type PemFile =
 
 const CERTIFICATE_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
 const PRIVATE_KEY_BLOCK = /-----BEGIN [A-Z ]*PRIVATE KEY-----/;
+/**
+ * PKCS#8 `ENCRYPTED PRIVATE KEY`, or a traditional (OpenSSL) key with `Proc-Type: 4,ENCRYPTED`.
+ * Told apart by the text: OpenSSL 3 answers a missing passphrase with "interrupted or
+ * cancelled", which says nothing of it.
+ */
+const ENCRYPTED_KEY = /-----BEGIN ENCRYPTED PRIVATE KEY-----|^Proc-Type: *4, *ENCRYPTED/m;
+const ENCRYPTED_KEY_PROBLEM = (file: string) =>
+  `expected an unencrypted PEM private key, found an encrypted one in ${file} (decrypt it with \`openssl pkey -in FILE -out FILE.plain\`)`;
 
 /** Read and parse `file` once, as `kind` needs it. */
 export function readPemFile(file: string, kind: PemKind): PemFile {
@@ -65,15 +73,12 @@ function readPrivateKey(file: string, text: string): PemFile {
       problem: `expected a PEM private key ("-----BEGIN PRIVATE KEY-----"), found none in ${file}`,
     };
   }
+  if (ENCRYPTED_KEY.test(text)) return { problem: ENCRYPTED_KEY_PROBLEM(file) };
   try {
     return { key: createPrivateKey({ key: text, format: "pem" }) };
   } catch (error) {
     const message = (error as Error).message;
-    if (/passphrase/i.test(message)) {
-      return {
-        problem: `expected an unencrypted PEM private key, found an encrypted one in ${file} (decrypt it with \`openssl pkey -in FILE -out FILE.plain\`)`,
-      };
-    }
+    if (/passphrase/i.test(message)) return { problem: ENCRYPTED_KEY_PROBLEM(file) };
     return {
       problem: `expected a PEM private key, but the key in ${file} does not parse (${message})`,
     };

@@ -180,6 +180,17 @@ export interface UpstreamConfig {
   /** The upstream's own pauses (every upstream has them, with or without `rateLimit`). */
   pause: PauseConfig;
   retry: RetryConfig;
+  /**
+   * CONNECT to baseUrl's authority is terminated with a leaf of `ProxyConfig.intercept`'s CA and
+   * every request inside goes here (intercept/authority.ts `interceptRoutes`).
+   */
+  intercept: boolean;
+}
+
+/** `intercept`: the CA of the leaf certificates (absolute paths; checked at load, intercept/ca.ts). */
+export interface InterceptConfig {
+  caCertFile: string;
+  caKeyFile: string;
 }
 
 /**
@@ -323,5 +334,7 @@ export interface ProxyConfig {
   callers: CallersConfig;
   /** OpenTelemetry: "otlp" when the file says so (env OTEL_TRACES_EXPORTER decides otherwise). */
   tracing: { exporter: "otlp" | "none" | undefined };
+  /** CONNECT termination for `intercept: true` upstreams; undefined: off (CONNECT answers 405). */
+  intercept: InterceptConfig | undefined;
   upstreams: readonly UpstreamConfig[];
 }

@@ -5,14 +5,13 @@
  */
 
 import type { KeyObject } from "node:crypto";
-import { constants } from "node:fs";
-import { access, stat } from "node:fs/promises";
 import { HOP_BY_HOP_HEADERS } from "../net/hop-by-hop.js";
 import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "../token/dpop/key-problem.js";
 import { KNOWN_API_VERSIONS } from "./api-versions.js";
 import { SETTINGS } from "./env-overrides.js";
 import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
 import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
+import { checkReadableFile } from "./readable-file.js";
 import { validateRedisTopology } from "./redis-topology.js";
 import { didYouMean } from "./suggest.js";
 import { type PemFile, type PemKind, readPemFile } from "./tls-files.js";
@@ -23,6 +22,7 @@ import { validateBinding } from "./validate-binding.js";
 import { validateCallers } from "./validate-callers.js";
 import { checkClientAuth, needsSecret } from "./validate-client-auth.js";
 import { durationIsZero, validateDurations } from "./validate-durations.js";
+import { validateIntercept } from "./validate-intercept.js";
 import { validatePacing } from "./validate-pacing.js";
 import { validateRoutes } from "./validate-routes.js";
 
@@ -112,6 +112,7 @@ export async function validateSemantics(
   await validateCallers(doc, ctx, issues);
   validatePacing(doc, issues);
   await validateBinding(doc, ctx, issues);
+  await validateIntercept(doc, ctx, issues);
   const checked = await Promise.all(
     files.map(async (f): Promise<PemFile | { problem: string | undefined }> => {
       const unreadable = await checkReadableFile(f.absolute);
@@ -421,24 +422,6 @@ function collectDpopKeyFile(
       message: `expected a key that signs DPoP proofs (${DPOP_KEYS_SUPPORTED}), found: ${usable.problem} in ${ref.absolute}`,
     };
   };
-}
-
-/** Undefined when `file` is a readable regular file, else what is wrong with it. */
-async function checkReadableFile(file: string): Promise<string | undefined> {
-  try {
-    const info = await stat(file);
-    if (info.isDirectory()) return `expected a readable file, found a directory at ${file}`;
-    if (!info.isFile()) return `expected a readable file, found something else at ${file}`;
-    await access(file, constants.R_OK);
-    return undefined;
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" || code === "ENOTDIR")
-      return `expected a readable file, found nothing at ${file}`;
-    if (code === "EACCES")
-      return `expected a readable file, found ${file} but may not read it (permission denied)`;
-    return `expected a readable file, found ${file} unreadable (${code ?? String(error)})`;
-  }
 }
 
 /** True for a well-formed size below `min` (malformed ones are the schema's to report). */

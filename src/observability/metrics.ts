@@ -37,6 +37,13 @@ export interface Metrics {
   rateLimitWaitSeconds: Histogram<"upstream">;
   /** Requests sent again after a failure (`upstreams[].retry`), by reason. */
   retriesTotal: Counter<"upstream" | "reason">;
+  /**
+   * TLS handshakes inside a terminated CONNECT that failed, by upstream and reason
+   * (intercept/handshake-failure.ts: `untrusted_ca`, `timeout`, `closed`, `other`).
+   */
+  interceptHandshakeFailuresTotal: Counter<"upstream" | "reason">;
+  /** Unix time at which the interception CA's certificate expires (set once it is loaded; 0 without). */
+  interceptCaExpiryTimestampSeconds: Gauge;
   /** Requests waiting for a pacing turn or a pause, all upstreams (`limits.maxWaiting`). */
   waitingRequests: Gauge;
   /** Where `rateLimitQueueDepth` reads from: waiting requests by upstream, at each scrape. */
@@ -189,6 +196,17 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       name: "bearer_proxy_retries_total",
       help: "Requests sent again (upstreams[].retry), by upstream and reason: connect, reset, 502, 503, 504.",
       labelNames: ["upstream", "reason"],
+      registers,
+    }),
+    interceptHandshakeFailuresTotal: new Counter({
+      name: "bearer_proxy_intercept_handshake_failures_total",
+      help: "TLS handshakes of terminated CONNECTs that failed, by upstream and reason: untrusted_ca (the client refused the leaf certificate: it does not trust the interception CA, or pins another), timeout, closed, other.",
+      labelNames: ["upstream", "reason"],
+      registers,
+    }),
+    interceptCaExpiryTimestampSeconds: new Gauge({
+      name: "bearer_proxy_intercept_ca_expiry_timestamp_seconds",
+      help: "Unix time at which the interception CA certificate (intercept.caCertFile) expires; 0 without intercept.",
       registers,
     }),
     waitingRequests: new Gauge({

@@ -29,6 +29,8 @@ export function changesNeedingRestart(current: ProxyConfig, next: ProxyConfig): 
   if (JSON.stringify(current.tokenCache.redis) !== JSON.stringify(next.tokenCache.redis)) {
     paths.push("tokenCache.redis");
   }
+  // The interception CA is loaded once, before the listeners are bound (app/intercept.ts).
+  if (JSON.stringify(current.intercept) !== JSON.stringify(next.intercept)) paths.push("intercept");
   // Read once when the dispatcher pool and the admin server are built.
   if (current.egressProxy !== next.egressProxy) paths.push("egressProxy");
   if (current.limits.sustainedOverloadMs !== next.limits.sustainedOverloadMs) {

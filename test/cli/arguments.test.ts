@@ -16,6 +16,7 @@ const COMMAND_FLAGS: Record<string, string[]> = {
   wait: ["--admin", "--timeout"],
   token: ["--upstream", "--config"],
   check: ["--upstream", "--probe-path", "--config"],
+  "intercept-ca": ["--config", "--generate"],
 };
 
 describe.concurrent("bearer-proxy arguments: help and version", () => {
@@ -88,7 +89,7 @@ describe.concurrent("bearer-proxy arguments: mistakes exit 2", () => {
       const command = cases[i]?.[0]?.startsWith("--") ? "run" : cases[i]?.[0];
       expect(code, `${cases[i]?.join(" ")}`).toBe(2);
       expect(stdout).toBe("");
-      const takesConfig = ["run", "validate", "token", "check"].includes(command ?? "");
+      const takesConfig = ["run", "validate", "token", "check", "intercept-ca"].includes(command ?? "");
       expect(stderr).toContain(
         `bearer-proxy ${command}: unknown option --confg${takesConfig ? " (did you mean --config?)" : "\n"}`,
       );
@@ -122,7 +123,7 @@ describe.concurrent("bearer-proxy arguments: mistakes exit 2", () => {
       // Another command's flag: say whose it is.
       [
         ["demo", "--config", "x.yaml"],
-        "bearer-proxy demo: unknown option --config (an option of run, validate, token and check, not of demo)",
+        "bearer-proxy demo: unknown option --config (an option of run, validate, token, check and intercept-ca, not of demo)",
       ],
       [
         ["emulate", "--upstream", "x"],

@@ -19,7 +19,16 @@ export const CLI = resolve(import.meta.dirname, "../../dist/cli.js");
 export const REPO_ROOT = resolve(import.meta.dirname, "../..");
 
 /** Every command the CLI knows, in help order. */
-export const COMMAND_NAMES = ["run", "demo", "emulate", "validate", "wait", "token", "check"];
+export const COMMAND_NAMES = [
+  "run",
+  "demo",
+  "emulate",
+  "validate",
+  "wait",
+  "token",
+  "check",
+  "intercept-ca",
+];
 
 export interface CliOptions {
   /** Added to an environment that otherwise holds only PATH. */

@@ -46,6 +46,7 @@ describe("defaults", () => {
       tokenCache: { redis: undefined, maxSources: 20_000, eagerLimit: 100 },
       callers: { basic: undefined, kubernetes: undefined },
       tracing: { exporter: undefined },
+      intercept: undefined,
       readiness: { requireTokens: "all", chosenBy: "one-client" },
       upstreams: [
         {
@@ -111,6 +112,7 @@ describe("defaults", () => {
           rateLimit: undefined,
           pause: { scope: "upstream", maxPauseMs: 60_000, waitMs: 10_000 },
           retry: { attempts: 1, on: ["connect", "reset"], budgetPercent: 20 },
+          intercept: false,
         },
       ],
     };

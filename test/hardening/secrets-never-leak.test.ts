@@ -10,6 +10,7 @@ import {
   loadTestConfig,
 } from "../helpers/app-under-test.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
+import { type CaFiles, useCaFiles } from "../helpers/intercept-ca-files.js";
 import { createTestPki, type TestPki } from "../helpers/tls.js";
 import { sleep, waitFor } from "../helpers/wait.js";
 import { startTokenTap, type TokenTap } from "./support/token-tap.js";
@@ -21,7 +22,8 @@ import { type Answer, send } from "./support/traffic.js";
  * (and echoes what it was sent), an `invalid_client`, and a graceful shutdown — with every log
  * line captured at trace level and every response and admin page collected. Then the client
  * secret (in every encoding it ever travelled in) and every token the emulator issued (seen by
- * a tap in front of the token endpoint) must appear nowhere in any of it.
+ * a tap in front of the token endpoint) must appear nowhere in any of it. The proxy also holds
+ * an interception CA (issue 34): its key and the leaf key must appear nowhere either.
  */
 
 /** Characters that break naive encoders: form and URL specials, quotes, backslash, non-ASCII. */
@@ -46,6 +48,9 @@ describe("secrets never leak", () => {
   const echoedAuthorizations: string[] = [];
   let proxyUrl = "";
   let adminUrl = "";
+  const caFiles = useCaFiles("bp-leak-intercept-");
+  let interceptCa: CaFiles;
+  let leafKeyPem = "";
 
   function collect(label: string, answer: Answer, { body = true } = {}): Answer {
     collected.push({ label: `${label} headers`, text: JSON.stringify(answer.headers) });
@@ -101,6 +106,7 @@ describe("secrets never leak", () => {
       tokenLifetimeSeconds: 3,
     });
     tap = await startTokenTap({ target: emulator.url, caPem: pki.caPem, cert: pki.good });
+    interceptCa = await caFiles.writeCa("ec-p256");
     const token = {
       minAgeBeforeInvalidate: "100ms",
       timeout: "1s",
@@ -113,6 +119,7 @@ describe("secrets never leak", () => {
       files: { "client-secret": `${SECRET}\n`, "client-id": CLIENT_ID },
       config: {
         shutdown: { drainDelay: "100ms", timeout: "1s" },
+        intercept: { caCertFile: interceptCa.caCertFile, caKeyFile: interceptCa.caKeyFile },
         upstreams: [
           {
             name: "sheets",
@@ -121,6 +128,7 @@ describe("secrets never leak", () => {
             clientIdFile: "client-id",
             clientSecretFile: "client-secret",
             token,
+            intercept: true,
           },
           {
             name: "scripts",
@@ -148,6 +156,8 @@ describe("secrets never leak", () => {
       },
     });
     running = await startProxy(loaded.config, { logger: captured.logger });
+    leafKeyPem = (await running.app.intercept.leaves()!.leafFor(new URL(emulator.url).hostname))
+      .keyPem;
     proxyUrl = `http://127.0.0.1:${running.addresses.proxy[0]!.port}`;
     adminUrl = `http://127.0.0.1:${running.addresses.admin.port}`;
     agent = new Agent({ connections: 8 });
@@ -247,6 +257,16 @@ describe("secrets never leak", () => {
     return values;
   }
 
+  /** The interception CA's key and the leaf key, each line of their PEM (a chunk is a leak). */
+  function interceptKeys(): { name: string; value: string }[] {
+    const lines = (name: string, pem: string) =>
+      pem
+        .split("\n")
+        .filter((line) => line !== "" && !line.startsWith("-----"))
+        .map((value, i) => ({ name: `${name} line ${i + 1}`, value }));
+    return [...lines("interception CA key", interceptCa.keyPem), ...lines("leaf key", leafKeyPem)];
+  }
+
   /** The secret as it travelled to the IdP, which a broken IdP may echo back in an error. */
   function secretAsSent(): { name: string; value: string }[] {
     const basic = Buffer.from(`${formEncode(CLIENT_ID)}:${formEncode(SECRET)}`).toString("base64");
@@ -314,11 +334,19 @@ describe("secrets never leak", () => {
     expect(collected.some((c) => c.text.includes("token_rejected"))).toBe(true);
     // The failing IdP's echo reached the error path (so its redaction is really tested).
     expect(captured.lines.some((l) => l.includes("cannot process"))).toBe(true);
+    // The interception CA was loaded and shown: its absence below means something.
+    expect(messages.some((m) => m.startsWith("CONNECT interception with CA"))).toBe(true);
+    expect(collected.some((c) => c.text.includes("CONNECT interception"))).toBe(true);
+    expect(interceptKeys().length).toBeGreaterThan(4);
   });
 
   it.each(HAYSTACKS)("no secret and no token in the %s", (_name, haystacks) => {
     expect(haystacks().length).toBeGreaterThan(5);
     expect(findLeaks(secretAndTokens(), haystacks())).toEqual([]);
+  });
+
+  it.each(HAYSTACKS)("no interception key (CA or leaf) in the %s", (_name, haystacks) => {
+    expect(findLeaks(interceptKeys(), haystacks())).toEqual([]);
   });
 
   // An IdP that echoes the request in error_description hands back the secret encoded as it was

@@ -37,6 +37,16 @@ describe("changes needing a restart", () => {
     ]);
   });
 
+  it("names a change of the interception CA (loaded once, before the listeners bind)", () => {
+    const ca = { caCertFile: "/etc/bp/ca.pem", caKeyFile: "/etc/bp/ca-key.pem" };
+    expect(variant((c) => ({ ...c, intercept: ca }))).toEqual(["intercept"]);
+    const withCa = { ...base, intercept: ca };
+    expect(changesNeedingRestart(withCa, { ...withCa, intercept: { ...ca } })).toEqual([]);
+    expect(
+      changesNeedingRestart(withCa, { ...withCa, intercept: { ...ca, caKeyFile: "/other.pem" } }),
+    ).toEqual(["intercept"]);
+  });
+
   it("names each listener, server option, log format and Redis change", () => {
     expect(variant((c) => ({ ...c, listen: { ...c.listen, port: c.listen.port + 1 } }))).toEqual([
       "listen",
