@@ -34,6 +34,7 @@ import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
 import { type AccessLog, createAccessLog } from "./access-log.js";
 import { answerClientError } from "./client-errors.js";
+import { type InterceptCertificates, InterceptEntry } from "./intercept-entry.js";
 import { createLingeringClose } from "./lingering-close.js";
 import { CONNECT_REASON, writeRawProxyError } from "./proxy-errors.js";
 import { createRequestEntry, type RequestEntry } from "./request-entry.js";
@@ -66,6 +67,11 @@ export interface ProxyServerDeps extends ProxyRouting {
    */
   accessLog?: AccessLog | undefined;
   lifecycle: Lifecycle;
+  /**
+   * The interception CA (`intercept`): CONNECT to an `intercept: true` upstream's authority is
+   * terminated (intercept-entry.ts). Undefined: every CONNECT is answered 405, as without it.
+   */
+  intercept?: InterceptCertificates | undefined;
 }
 
 export interface ProxyServer {
@@ -99,6 +105,8 @@ export type RequestRules = Pick<ProxyConfig, "limits" | "paths">;
 interface Generation {
   requests: RequestEntry;
   upgrades: UpgradeEntry;
+  /** CONNECT terminated for intercepted upstreams; undefined without `intercept`. */
+  intercepts: InterceptEntry | undefined;
 }
 
 const inFlightOf = (generation: Generation) =>
@@ -214,7 +222,23 @@ class ProxyListener implements ProxyServer {
       serveAsRequest: requests,
       upgradeLoad: deps.lifecycle.upgrades,
     });
-    return { requests, upgrades };
+    const { intercept } = deps;
+    const intercepts =
+      intercept === undefined
+        ? undefined
+        : new InterceptEntry({
+            limits: rules.limits,
+            routes,
+            callerGate: routing.callerGate,
+            certificates: intercept,
+            metrics: deps.metrics,
+            logger: deps.logger,
+            recordRequest: this.recordRequest,
+            // The decrypted connection is one of this listener's: the same parser settings,
+            // timeouts, queue and ways in as any other.
+            serve: (socket) => this.server.emit("connection", socket),
+          });
+    return { requests, upgrades, intercepts };
   }
 
   /** The node:http server with the overrides above, its events wired to the current generation. */
@@ -262,7 +286,12 @@ class ProxyListener implements ProxyServer {
       logger.debug("connection dropped: limits.maxConnections reached");
     });
     // Node hands CONNECT to this event (never to the request handler).
-    server.on("connect", (_req, socket: Duplex) => {
+    server.on("connect", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      const intercepts = this.current.intercepts;
+      if (intercepts !== undefined) {
+        intercepts.accept(req, socket, head);
+        return;
+      }
       const rejection = connectRejection();
       countClientError(rejection.code);
       writeRawProxyError(
