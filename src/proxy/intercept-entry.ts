@@ -57,6 +57,12 @@ export interface InterceptEntryDeps {
 /** The answer to an accepted CONNECT (RFC 9110 §9.3.6: any 2xx; the reason phrase is curl's). */
 const ESTABLISHED = "HTTP/1.1 200 Connection established\r\n\r\n";
 
+/**
+ * The reason phrase of a 403 `host_not_allowed`: Python and wget print only a refused tunnel's
+ * status line ("Tunnel connection failed: 403 …"), never the body (as CONNECT_REASON for 405).
+ */
+const NOT_INTERCEPTED_REASON = "Forbidden - bearer-proxy tunnels only the hosts it intercepts";
+
 export class InterceptEntry {
   /** Connections being handshaken or served inside a tunnel. */
   private open = 0;
@@ -89,6 +95,7 @@ export class InterceptEntry {
         startMs,
         "host_not_allowed",
         `CONNECT to ${authority} is not intercepted by this proxy: it terminates CONNECT only for an upstream with intercept: true and that authority in its baseUrl (${intercepted.join(", ") || "none here"}), and never opens a blind tunnel`,
+        { reason: NOT_INTERCEPTED_REASON },
       );
       return;
     }
@@ -164,6 +171,11 @@ export class InterceptEntry {
         if (client.destroyed) return;
         // The client may have sent its ClientHello with the CONNECT: it belongs to the TLS layer.
         if (head.length > 0) client.unshift(head);
+        // The listener's sockets are half-open (node:http's own choice) and the TLS socket
+        // inherits it: a client that hangs up mid-handshake, or refuses the leaf and leaves,
+        // would hold its socket (and delay close()) until a timeout. The plain listener ends
+        // the connection at the client's FIN too.
+        client.allowHalfOpen = false;
         const tls = new TLSSocket(client, {
           isServer: true,
           secureContext,
@@ -234,6 +246,8 @@ export class InterceptEntry {
       caller?: string | undefined;
       headers?: Record<string, string | string[]> | undefined;
       retryAfterSeconds?: number | undefined;
+      /** The status line's reason phrase, when the standard one would not say enough. */
+      reason?: string;
     } = {},
   ): void {
     let fields = "";
@@ -243,7 +257,7 @@ export class InterceptEntry {
     if (extra.retryAfterSeconds !== undefined) {
       fields += `retry-after: ${Math.max(0, Math.ceil(extra.retryAfterSeconds))}\r\n`;
     }
-    writeRawProxyError(client, code, message, fields, undefined, extra.route?.name);
+    writeRawProxyError(client, code, message, fields, extra.reason, extra.route?.name);
     const upstream = extra.route?.name ?? NO_UPSTREAM;
     this.deps.recordRequest({
       upstream,
