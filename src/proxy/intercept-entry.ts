@@ -66,6 +66,13 @@ const NOT_INTERCEPTED_REASON = "Forbidden - bearer-proxy tunnels only the hosts 
 export class InterceptEntry {
   /** Connections being handshaken or served inside a tunnel. */
   private open = 0;
+  /**
+   * CONNECT sockets not yet handed to the listener (the gate, the leaf, the handshake): Node's
+   * server no longer tracks them, so close() cannot end them; `destroyAll` does.
+   */
+  private readonly pending = new Set<Socket>();
+  /** Set by destroyAll: handshakes cut by the proxy's own close are not the client's failures. */
+  private closing = false;
 
   constructor(private readonly deps: InterceptEntryDeps) {}
 
@@ -74,6 +81,8 @@ export class InterceptEntry {
     const client = socket as Socket;
     // A socket Node handed over has no error listener left: a reset must not crash the process.
     client.on("error", ignore);
+    this.pending.add(client);
+    client.once("close", () => this.pending.delete(client));
     const startMs = performance.now();
     const authority = connectAuthority(req.url ?? "");
     if (authority === undefined) {
@@ -111,6 +120,16 @@ export class InterceptEntry {
   /** Connections handshaking or open inside a tunnel. */
   openConnections(): number {
     return this.open;
+  }
+
+  /**
+   * Ends every CONNECT not yet served (at the end of close()'s grace, as upgrades are ended): a
+   * client that never starts TLS would otherwise hold the listener's close until headersTimeout.
+   */
+  destroyAll(): void {
+    this.closing = true;
+    for (const client of this.pending) client.destroy();
+    this.pending.clear();
   }
 
   private admit(
@@ -181,7 +200,7 @@ export class InterceptEntry {
           secureContext,
           ALPNProtocols: [...INTERCEPT_ALPN_PROTOCOLS],
         });
-        this.handshake(tls, route, host, authority, caller);
+        this.handshake(client, tls, route, host, authority, caller);
       },
       (err: unknown) => {
         this.deps.logger.error(
@@ -194,6 +213,7 @@ export class InterceptEntry {
   }
 
   private handshake(
+    client: Socket,
     tls: TLSSocket,
     route: Route,
     host: string,
@@ -210,6 +230,8 @@ export class InterceptEntry {
     tls.once("secure", () => {
       secure = true;
       clearTimeout(timer);
+      // The listener's server tracks it from here (close() ends it with its other connections).
+      this.pending.delete(client);
       markTunnel(tls, { authority, caller });
       this.deps.serve(tls);
     });
@@ -226,6 +248,7 @@ export class InterceptEntry {
   }
 
   private handshakeFailed(route: Route, host: string, reason: HandshakeFailureReason): void {
+    if (this.closing) return;
     this.deps.metrics.interceptHandshakeFailuresTotal.inc({ upstream: route.name, reason });
     const ca = this.deps.certificates.ca();
     const message = ca

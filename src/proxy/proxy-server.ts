@@ -163,8 +163,11 @@ class ProxyListener implements ProxyServer {
       server.closeAllConnections();
       // Answered already; their linger ends with the grace.
       this.lingering.destroyAll();
-      // Upgraded connections are Node's no more: only we can end them.
-      for (const generation of this.generations) generation.upgrades.destroyAll();
+      // Upgraded connections and CONNECTs not yet served are Node's no more: only we can end them.
+      for (const generation of this.generations) {
+        generation.upgrades.destroyAll();
+        generation.intercepts?.destroyAll();
+      }
     }, timeoutMs);
     try {
       await closed;

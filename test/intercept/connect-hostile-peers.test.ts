@@ -247,3 +247,27 @@ function tlsWithPipelinedHello() {
     tls.once("error", reject);
   });
 }
+
+describe("closing the listener", () => {
+  it("ends a CONNECT that never started TLS at the end of close()'s grace, not at headersTimeout", async () => {
+    const closing = await startAppUnderTest({
+      closeTimeoutMs: 300,
+      config: {
+        limits: { headersTimeout: "60s" },
+        intercept: interceptBlock(ca),
+        upstreams: [
+          interceptedUpstream("api", "https://api.example.test", { token: { prefetch: false } }),
+        ],
+      },
+    });
+    const silent = await sendConnect(closing.url, "api.example.test:443");
+    expect(silent.status).toBe(200);
+    const ended = closedByProxy(silent.socket);
+    const startMs = performance.now();
+    await closing.close();
+    expect(performance.now() - startMs).toBeLessThan(5_000);
+    await ended;
+    // The proxy cut it: not logged or counted as the client's failure.
+    expect(logsMatching(closing.records, /TLS handshake|connection for/)).toHaveLength(0);
+  });
+});
