@@ -7,7 +7,7 @@
  * http://alice:pw@…`): curl and Python send it on the CONNECT, git after the 407, undici from
  * the ProxyAgent's URI. The upstream never sees Proxy-Authorization; no password is logged.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ProxyAgent, request } from "undici";
@@ -42,6 +42,8 @@ import {
 const HAS_CURL = await hasTool("curl");
 const HAS_PYTHON = await hasTool("python3");
 const HAS_GIT = await hasTool("git");
+const HAS_WGET = await hasTool("wget");
+const HAS_JAVA = await hasTool("java");
 
 const ALICE = { user: "alice", password: "alice-pw:with@colon" };
 const BOB = { user: "bob", password: "bob-Pw7" };
@@ -209,6 +211,21 @@ describe("caller authorization on CONNECT", () => {
     },
   );
 
+  it.skipIf(!HAS_WGET)("wget with https_proxy=http://alice:pw@…", async () => {
+    const got = await runTool(
+      "wget",
+      ["-qO-", `--ca-certificate=${ca.caCertFile}`, `${emulator.url}/echo/wget-alice`],
+      toolEnv(home, { https_proxy: proxyUrl(ALICE) }),
+    );
+    outputs.push(got.stdout, got.stderr);
+    expect(got.code).toBe(0);
+    expectUpstreamSawToken(got.stdout);
+    expect(await lineFor("/echo/wget-alice")).toMatchObject({
+      caller: "user:alice",
+      via: "connect",
+    });
+  });
+
   it.skipIf(!HAS_GIT)(
     "git: a bare CONNECT first (407), then Basic on the next; the requests inside are alice's",
     async () => {
@@ -232,6 +249,57 @@ describe("caller authorization on CONNECT", () => {
       expect(connects).toHaveLength(1);
       expect(connects[0]).toMatchObject({ status: 407, errorCode: "caller_unauthenticated" });
     },
+  );
+
+  it.skipIf(!HAS_JAVA)(
+    "Java: an Authenticator, and Basic allowed for tunnels (jdk.http.auth.tunneling.disabledSchemes)",
+    async () => {
+      const store = join(home, "truststore.p12");
+      const imported = await runTool(
+        "keytool",
+        [
+          ...["-importcert", "-noprompt", "-alias", "bearer-proxy-intercept"],
+          ...["-file", ca.caCertFile, "-keystore", store],
+          ...["-storetype", "PKCS12", "-storepass", "changeit"],
+        ],
+        toolEnv(home),
+      );
+      expect(imported.code).toBe(0);
+      const source = join(home, "ProxyGet.java");
+      writeFileSync(source, JAVA_PROXY_GET);
+      const proxy = new URL(gateway.url);
+      const java = (extra: string[]) =>
+        runTool(
+          "java",
+          [
+            `-Dhttps.proxyHost=${proxy.hostname}`,
+            `-Dhttps.proxyPort=${proxy.port}`,
+            "-Dhttp.nonProxyHosts=",
+            `-Djavax.net.ssl.trustStore=${store}`,
+            "-Djavax.net.ssl.trustStorePassword=changeit",
+            ...extra,
+            source,
+            `${emulator.url}/echo/java-alice`,
+            ALICE.user,
+            ALICE.password,
+          ],
+          toolEnv(home),
+          90_000,
+        );
+      // The JDK refuses Basic for CONNECT unless told otherwise: the 407 stands.
+      const refused = await java([]);
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toContain("407");
+      const got = await java(["-Djdk.http.auth.tunneling.disabledSchemes="]);
+      outputs.push(got.stdout);
+      expect(got.code, got.stderr).toBe(0);
+      expectUpstreamSawToken(got.stdout);
+      expect(await lineFor("/echo/java-alice")).toMatchObject({
+        caller: "user:alice",
+        via: "connect",
+      });
+    },
+    120_000,
   );
 
   it("undici's ProxyAgent sends the credential of its URI on the CONNECT", async () => {
@@ -262,3 +330,19 @@ describe("caller authorization on CONNECT", () => {
     );
   });
 });
+
+/** A GET through https.proxyHost whose Authenticator answers the proxy's challenge. */
+const JAVA_PROXY_GET = `
+public class ProxyGet {
+  public static void main(String[] args) throws Exception {
+    java.net.Authenticator.setDefault(new java.net.Authenticator() {
+      protected java.net.PasswordAuthentication getPasswordAuthentication() {
+        if (getRequestorType() != RequestorType.PROXY) return null;
+        return new java.net.PasswordAuthentication(args[1], args[2].toCharArray());
+      }
+    });
+    var connection = (javax.net.ssl.HttpsURLConnection) new java.net.URL(args[0]).openConnection();
+    System.out.print(new String(connection.getInputStream().readAllBytes()));
+  }
+}
+`;
