@@ -4,10 +4,12 @@
  *   - `intercepted`: sent to `https://localhost:<upstream>/small` through the proxy with undici's
  *     ProxyAgent: CONNECT, TLS to the proxy's leaf (trusting the interception CA), the request
  *     inside; the tunnels are kept alive, as for `plain` the connections;
- *   - `tunnel-per-request`: the same with a new tunnel for every request (what a curl in a loop
- *     pays: TCP, CONNECT and a full TLS handshake each time); fewer connections, shorter cells.
+ *   - `plain-per-request` and `tunnel-per-request`: each with a new connection (tunnel) for every
+ *     request — what a curl in a loop pays: TCP, and for the tunnel CONNECT and a full TLS
+ *     handshake each time; fewer connections, shorter cells;
  * in interleaved rounds, reporting req/s and the proxy's CPU per request (utime + stime from
- * /proc; the steadier figure) and their ratios to `plain`. The layout is bench/run.mjs's:
+ * /proc; the steadier figure) and their ratios, taken within each round, to the plain case of
+ * the same kind. The layout is bench/run.mjs's:
  * the proxy alone on core 0 (`taskset`), the HTTPS upstream (nginx when installed, else
  * bench/upstream.mjs), the token emulator and the load generator on core 1. The generator is one
  * Node process (this file with --generate) for every case, closed loop on keep-alive
@@ -68,21 +70,43 @@ const durationS = Number(values.duration);
 const connections = Number(values.connections);
 const warmupS = Number(values.warmup);
 
+/**
+ * `reference`: the case a ratio is taken against, within each round. A new connection per
+ * request has its own reference (plain HTTP, also a new connection each time), so the ratio is
+ * what CONNECT and the TLS handshake add, not what a TCP connection costs.
+ */
+const perRequest = {
+  // Each request costs a handshake on both cores: fewer at once keeps the load core from
+  // drowning in its own TLS work before the proxy's core is busy.
+  connections: Math.max(1, Math.round(connections / 5)),
+  durationS: Math.max(2, Math.round(durationS / 2)),
+};
 const CASES = [
-  { key: "plain", label: "plain HTTP to the proxy (keep-alive)", connections, durationS },
+  {
+    key: "plain",
+    label: "plain HTTP to the proxy (keep-alive)",
+    connections,
+    durationS,
+    reference: "plain",
+  },
   {
     key: "intercepted",
     label: "https:// through a terminated CONNECT (tunnels kept alive)",
     connections,
     durationS,
+    reference: "plain",
+  },
+  {
+    key: "plain-per-request",
+    label: "plain HTTP, a new connection per request",
+    ...perRequest,
+    reference: "plain-per-request",
   },
   {
     key: "tunnel-per-request",
-    label: "https:// through a new CONNECT + TLS handshake per request",
-    // Each request costs a handshake on both cores: fewer at once keeps the load core from
-    // drowning in its own TLS work before the proxy's core is busy.
-    connections: Math.max(1, Math.round(connections / 5)),
-    durationS: Math.max(2, Math.round(durationS / 2)),
+    label: "https://, a new CONNECT + TLS handshake per request",
+    ...perRequest,
+    reference: "plain-per-request",
   },
 ];
 
@@ -246,18 +270,17 @@ async function generate(options) {
     connections: loops,
     durationS: seconds,
   } = options;
-  const dispatcher =
-    mode === "plain"
-      ? new Pool(proxyUrl, { connections: loops, pipelining: 1, keepAliveTimeout: 60_000 })
-      : new ProxyAgent({
-          uri: proxyUrl,
-          connections: loops,
-          keepAliveTimeout: 60_000,
-          requestTls: { ca: interceptCaPem, rejectUnauthorized: true },
-        });
-  const origin = mode === "plain" ? proxyUrl : target;
-  // A new tunnel per request: undici closes the connection after the answer (Connection: close).
-  const reset = mode === "tunnel-per-request";
+  const dispatcher = mode.startsWith("plain")
+    ? new Pool(proxyUrl, { connections: loops, pipelining: 1, keepAliveTimeout: 60_000 })
+    : new ProxyAgent({
+        uri: proxyUrl,
+        connections: loops,
+        keepAliveTimeout: 60_000,
+        requestTls: { ca: interceptCaPem, rejectUnauthorized: true },
+      });
+  const origin = mode.startsWith("plain") ? proxyUrl : target;
+  // A new connection (tunnel) per request: undici closes it after the answer (Connection: close).
+  const reset = mode.endsWith("-per-request");
   const histogram = createHistogram();
   const result = { requests: 0, errors: 0, statusErrors: 0 };
   const sendOne = () =>
@@ -317,22 +340,30 @@ function median(xs) {
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
+/** Median and range of `value(cell) / value(reference cell)` over the rounds. */
+function ratioOverRounds(cells, caseDef, value) {
+  const ratios = [];
+  for (const cell of cells.filter((c) => c.case === caseDef.key)) {
+    const reference = cells.find((c) => c.case === caseDef.reference && c.round === cell.round);
+    if (reference && value(reference) > 0) ratios.push(value(cell) / value(reference));
+  }
+  const f = (x) => x.toFixed(2);
+  return `${f(median(ratios))}× (${f(Math.min(...ratios))}–${f(Math.max(...ratios))})`;
+}
+
 function renderReport({ cells, upstream, proxyCore, loadCore, tools }) {
-  const byCase = (key) => cells.filter((c) => c.case === key);
-  const plain = byCase("plain");
-  const plainRps = median(plain.map((c) => c.rps));
-  const plainCpu = median(plain.map((c) => c.cpuMsPerRequest));
   const rows = CASES.map((caseDef) => {
-    const list = byCase(caseDef.key);
-    const rps = median(list.map((c) => c.rps));
-    const cpu = median(list.map((c) => c.cpuMsPerRequest));
-    const busy = median(list.map((c) => c.proxyCoreBusy));
-    const p50 = median(list.map((c) => c.p50Ms));
-    const p99 = median(list.map((c) => c.p99Ms));
-    const spread = `${Math.min(...list.map((c) => c.rps)).toFixed(0)}–${Math.max(...list.map((c) => c.rps)).toFixed(0)}`;
+    const list = cells.filter((c) => c.case === caseDef.key);
+    const m = (value) => median(list.map(value));
+    const range = (value) =>
+      `${Math.min(...list.map(value)).toFixed(0)}–${Math.max(...list.map(value)).toFixed(0)}`;
+    const capacity = (c) => 1000 / c.cpuMsPerRequest;
     return (
-      `| ${caseDef.label} | ${caseDef.connections} | ${rps.toFixed(0)} (${spread}) | ${(rps / plainRps).toFixed(2)}× | ` +
-      `${cpu.toFixed(3)} | ${(cpu / plainCpu).toFixed(2)}× | ${(busy * 100).toFixed(0)} % | ${p50.toFixed(2)} / ${p99.toFixed(2)} |`
+      `| ${caseDef.label} | ${caseDef.connections} | ${m((c) => c.rps).toFixed(0)} (${range((c) => c.rps)}) | ` +
+      `${m((c) => c.cpuMsPerRequest).toFixed(3)} | ${m(capacity).toFixed(0)} | ` +
+      `${caseDef.reference === caseDef.key ? "—" : `${ratioOverRounds(cells, caseDef, (c) => c.cpuMsPerRequest)} ${caseDef.reference}`} | ` +
+      `${caseDef.reference === caseDef.key ? "—" : ratioOverRounds(cells, caseDef, (c) => c.rps)} | ` +
+      `${(m((c) => c.proxyCoreBusy) * 100).toFixed(0)} % | ${m((c) => c.p50Ms).toFixed(2)} / ${m((c) => c.p99Ms).toFixed(2)} |`
     );
   });
   const cpuModel = (() => {
@@ -345,11 +376,12 @@ function renderReport({ cells, upstream, proxyCore, loadCore, tools }) {
   return [
     `# CONNECT interception: small GET, intercepted vs plain (${new Date().toISOString()})`,
     "",
-    `${rounds} interleaved rounds of ${durationS} s per case (tunnel-per-request: ${CASES[2].durationS} s), medians (req/s: min–max over the rounds).`,
-    `Proxy: one bearer-proxy process (${process.version}) on core ${proxyCore ?? "any"}; upstream: ${upstream.kind}${upstream.kind === "nginx" ? ` (${tools.nginx.version})` : ""}, token emulator and the Node load generator (undici ${readVersion("undici")}, closed loop, keep-alive) on core ${loadCore ?? "any"}. CPU: ${cpuModel}.`,
+    `${rounds} interleaved rounds of ${durationS} s per case (per-request cases: ${perRequest.durationS} s); medians, ranges over the rounds, ratios taken within each round against the reference named.`,
+    `Proxy: one bearer-proxy process (${process.version}) on core ${proxyCore ?? "any"}; upstream: ${upstream.kind}${upstream.kind === "nginx" ? ` (${tools.nginx.version})` : ""}, token emulator and the Node load generator (undici ${readVersion("undici")}, closed loop) on core ${loadCore ?? "any"}. CPU: ${cpuModel}. Load average at the end: ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" / ")}.`,
+    "Capacity = 1000 / CPU ms per request: the req/s one proxy core gives when it is the bottleneck. Req/s is the proxy's only when its core is busy near 100 %; below that the load core capped it.",
     "",
-    "| case | connections | req/s | vs plain | proxy CPU ms / request | vs plain | proxy core busy | p50 / p99 ms |",
-    "|---|---|---|---|---|---|---|---|",
+    "| case | connections | req/s | proxy CPU ms / request | capacity, req/s per core | CPU / request vs reference | req/s vs reference | proxy core busy | p50 / p99 ms |",
+    "|---|---|---|---|---|---|---|---|---|",
     ...rows,
     "",
   ].join("\n");

@@ -1,8 +1,8 @@
 /**
- * bench/intercept-throughput.mjs keeps working: one short round of each case (plain, through a
- * kept-alive terminated CONNECT, a new tunnel per request) against the built dist/, the Node
- * upstream (no nginx needed); every cell had its token injected (else the script exits 1).
- * The figures themselves are not asserted (the machine is shared).
+ * bench/intercept-throughput.mjs keeps working: one short round of each case (plain, and through
+ * a kept-alive terminated CONNECT; each also with a new connection per request) against the
+ * built dist/ and the Node upstream (no nginx needed); every cell had its token injected (else
+ * the script exits 1). The figures themselves are not asserted (the machine is shared).
  */
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -23,11 +23,12 @@ describe("bench/intercept-throughput.mjs", () => {
       { cwd: REPO_ROOT, timeout: 90_000 },
     );
     const rows = stdout.split("\n").filter((line) => /^\| (plain|https)/.test(line));
-    expect(rows).toHaveLength(3);
+    expect(rows).toHaveLength(4);
     for (const row of rows) {
       const cells = row.split("|").map((cell) => cell.trim());
-      // req/s (with its spread) and CPU ms per request are positive numbers.
+      // req/s (with its spread), CPU ms per request and capacity are positive numbers.
       expect(Number.parseFloat(cells[3] ?? ""), row).toBeGreaterThan(0);
+      expect(Number.parseFloat(cells[4] ?? ""), row).toBeGreaterThan(0);
       expect(Number.parseFloat(cells[5] ?? ""), row).toBeGreaterThan(0);
     }
   }, 120_000);
