@@ -80,6 +80,7 @@ export function buildApp(config: ProxyConfig, deps: AppDeps): App {
     metrics,
     logger,
     tracing: deps.tracing,
+    intercept,
   });
   const reloader = createReloader({ live, sources, callerSources, proxies, metrics, logger });
   const admin = buildAdminServer(config, live, {

@@ -9,6 +9,7 @@ import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
+import type { InterceptCertificates } from "../proxy/intercept-entry.js";
 import { createProxyServer, type ProxyServer } from "../proxy/proxy-server.js";
 import { groupUpstreamsByListener } from "../proxy/routing/router.js";
 import { VERSION } from "../version.js";
@@ -21,6 +22,8 @@ interface ServerDeps {
   metrics: Metrics;
   logger: Logger;
   tracing?: Tracing | undefined;
+  /** The interception CA, when `intercept` is configured (CONNECT termination). */
+  intercept?: InterceptCertificates | undefined;
 }
 
 export interface ProxyServers {
@@ -55,6 +58,7 @@ export function buildProxyServers(
       logger: deps.logger,
       lifecycle: deps.lifecycle,
       tracing: deps.tracing,
+      intercept: config.intercept === undefined ? undefined : deps.intercept,
     }),
   );
   const listeners = groups.map((group) => {

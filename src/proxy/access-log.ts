@@ -30,6 +30,8 @@ export interface AccessLine {
   cause: object | undefined;
   /** Who asked, when an `allow` list identified the caller; never a credential. */
   caller?: string | undefined;
+  /** "connect" when the request came through a terminated CONNECT (issue 34). */
+  via?: "connect" | undefined;
   /** Whole ms the pacing gate held the request, when it did. */
   waitMs?: number | undefined;
   /** Times sent upstream, when more than once (retries, replays). */
@@ -143,6 +145,7 @@ function renderFields(line: AccessLine): string {
   if (line.errorCode !== undefined) out += `,"errorCode":${JSON.stringify(line.errorCode)}`;
   if (line.cause !== undefined) out += `,"cause":${JSON.stringify(line.cause)}`;
   if (line.caller !== undefined) out += `,"caller":${JSON.stringify(line.caller)}`;
+  if (line.via !== undefined) out += `,"via":${JSON.stringify(line.via)}`;
   if (line.waitMs !== undefined) out += `,"waitMs":${jsonNumber(line.waitMs)}`;
   if (line.attempts !== undefined) out += `,"attempts":${jsonNumber(line.attempts)}`;
   if (line.trace_id !== undefined) out += `,"trace_id":${JSON.stringify(line.trace_id)}`;
@@ -176,6 +179,7 @@ const SAMPLES: AccessLine[] = [
     errorCode: "upstream_reset",
     cause: { codes: ["ECONNRESET"], message: 'socket "hang up"' },
     caller: "sa:payments/billing-client",
+    via: "connect",
     waitMs: 150,
     attempts: 2,
     trace_id: "4bf92f3577b34da6a3ce929d0e0e4736",

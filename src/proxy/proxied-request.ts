@@ -17,6 +17,7 @@ import type { BodyPlan } from "./request-body.js";
 import type { AcceptedTarget } from "./request-guards.js";
 import type { RequestRecorder } from "./request-log.js";
 import type { Route } from "./routing/route.js";
+import { type Tunnel, tunnelOf } from "./tunnel.js";
 
 /** Label used when a request was refused before it reached an upstream. */
 export const NO_UPSTREAM = "none";
@@ -65,6 +66,8 @@ const noBytes = () => 0;
 export class ProxiedRequest {
   readonly startMs = performance.now();
   readonly method: string;
+  /** Set when the request came in through a terminated CONNECT: its upstream and caller. */
+  readonly tunnel: Tunnel | undefined;
 
   // The door (guard stage).
   /** Where the client sent it: authority and the normalized path. */
@@ -134,6 +137,7 @@ export class ProxiedRequest {
     private readonly ctx: RequestContext,
   ) {
     this.method = req.method ?? "GET";
+    this.tunnel = tunnelOf(req.socket);
     // A body still unread when we answer would have to be drained: close instead. (A request
     // without a body is not "complete" yet while its 'request' event runs, hence the check.)
     this.hasBody =
@@ -211,6 +215,7 @@ export class ProxiedRequest {
       errorCode: outcome.errorCode,
       cause: outcome.cause,
       caller: this.caller,
+      via: this.tunnel === undefined ? undefined : "connect",
       traceId: span?.traceId,
       spanId: span?.spanId,
       waitMs: this.waitMs,

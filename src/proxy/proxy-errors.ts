@@ -225,6 +225,11 @@ export function sendProxyError(
 
 const REASON: Partial<Record<number, string>> = {
   400: "Bad Request",
+  403: "Forbidden",
+  407: "Proxy Authentication Required",
+  429: "Too Many Requests",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
   405: "Method Not Allowed",
   408: "Request Timeout",
   414: "URI Too Long",
@@ -256,6 +261,8 @@ export function writeRawProxyError(
   extraHeaders = "",
   /** Replaces the standard reason phrase (see CONNECT_REASON). */
   reason?: string,
+  /** The upstream the request was for, when it got that far (a refused intercepted CONNECT). */
+  upstream?: string,
 ): void {
   // A socket Node handed over ('connect') has no error listener left: a client reset would
   // otherwise be an uncaught exception.
@@ -265,7 +272,7 @@ export function writeRawProxyError(
     return;
   }
   const status = PROXY_ERROR_STATUS[code];
-  const body = errorPayload(code, message, undefined);
+  const body = errorPayload(code, message, upstream);
   socket.end(
     `HTTP/1.1 ${status} ${reason ?? REASON[status] ?? "Error"}\r\n` +
       "content-type: application/json\r\n" +

@@ -34,14 +34,15 @@ import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
 import { type AccessLog, createAccessLog } from "./access-log.js";
 import { answerClientError } from "./client-errors.js";
+import { type InterceptCertificates, InterceptEntry } from "./intercept-entry.js";
 import { createLingeringClose } from "./lingering-close.js";
 import { CONNECT_REASON, writeRawProxyError } from "./proxy-errors.js";
-import { createRequestEntry } from "./request-entry.js";
+import { createRequestEntry, type RequestEntry } from "./request-entry.js";
 import { connectRejection } from "./request-guards.js";
-import { createRequestRecorder } from "./request-log.js";
+import { createRequestRecorder, type RequestRecorder } from "./request-log.js";
 import { buildRoutes, type RouteSources } from "./routing/route.js";
 import { RouteTable } from "./routing/route-table.js";
-import { createUpgradeEntry } from "./upgrade-entry.js";
+import { UpgradeEntry } from "./upgrade-entry.js";
 
 /** What a listener routes by: its upstreams, where their parts come from, who may use them. */
 export interface ProxyRouting extends RouteSources {
@@ -66,6 +67,11 @@ export interface ProxyServerDeps extends ProxyRouting {
    */
   accessLog?: AccessLog | undefined;
   lifecycle: Lifecycle;
+  /**
+   * The interception CA (`intercept`): CONNECT to an `intercept: true` upstream's authority is
+   * terminated (intercept-entry.ts). Undefined: every CONNECT is answered 405, as without it.
+   */
+  intercept?: InterceptCertificates | undefined;
 }
 
 export interface ProxyServer {
@@ -95,12 +101,109 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 /** The parts of the config each request is checked against; a reload may change them. */
 export type RequestRules = Pick<ProxyConfig, "limits" | "paths">;
 
+/** One routing generation of a listener: its routes, built once, and the ways in that use them. */
+interface Generation {
+  requests: RequestEntry;
+  upgrades: UpgradeEntry;
+  /** CONNECT terminated for intercepted upstreams; undefined without `intercept`. */
+  intercepts: InterceptEntry | undefined;
+}
+
+const inFlightOf = (generation: Generation) =>
+  generation.requests.inFlight() + generation.upgrades.inFlight();
+
 export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
-  const { limits } = deps.config;
-  const accessLog = deps.accessLog ?? createAccessLog(deps.logger);
-  const recordRequest = createRequestRecorder(deps.metrics, accessLog);
-  /** One routing generation: its routes, built once, and the ways in that use them. */
-  const buildGeneration = (routing: ProxyRouting, rules: RequestRules = deps.config) => {
+  return new ProxyListener(deps);
+}
+
+class ProxyListener implements ProxyServer {
+  readonly server: Server;
+  /**
+   * A reload swaps `current`; requests already running finish on their own generation, and an
+   * old generation is forgotten once nothing runs on it any more. The per-connection queue lives
+   * on the socket, so ordering holds across a swap.
+   */
+  private current: Generation;
+  private readonly generations: Set<Generation>;
+  private closing = false;
+  private readonly accessLog: AccessLog;
+  private readonly recordRequest: RequestRecorder;
+  /**
+   * A `Connection: close` answer sent before the client finished its body must not turn into a
+   * RST that loses it (lingering-close.ts).
+   */
+  private readonly lingering = createLingeringClose();
+
+  constructor(private readonly deps: ProxyServerDeps) {
+    this.accessLog = deps.accessLog ?? createAccessLog(deps.logger);
+    this.recordRequest = createRequestRecorder(deps.metrics, this.accessLog);
+    this.current = this.buildGeneration(deps, deps.config);
+    this.generations = new Set([this.current]);
+    this.server = this.createServer();
+  }
+
+  async listen(): Promise<AddressInfo> {
+    this.server.listen(this.deps.listen.port, this.deps.listen.host);
+    await once(this.server, "listening");
+    return this.server.address() as AddressInfo;
+  }
+
+  async close(timeoutMs: number): Promise<void> {
+    const { server } = this;
+    this.closing = true;
+    for (const generation of this.generations) generation.requests.markClosing();
+    if (!server.listening) {
+      this.accessLog.flush();
+      return;
+    }
+    const closed = once(server, "close");
+    server.close();
+    server.closeIdleConnections();
+    const timer = setTimeout(() => {
+      server.closeAllConnections();
+      // Answered already; their linger ends with the grace.
+      this.lingering.destroyAll();
+      // Upgraded connections and CONNECTs not yet served are Node's no more: only we can end them.
+      for (const generation of this.generations) {
+        generation.upgrades.destroyAll();
+        generation.intercepts?.destroyAll();
+      }
+    }, timeoutMs);
+    try {
+      await closed;
+    } finally {
+      clearTimeout(timer);
+      // The last requests' lines, if batched.
+      this.accessLog.flush();
+    }
+  }
+
+  inFlight(): number {
+    let count = 0;
+    for (const generation of this.generations) count += inFlightOf(generation);
+    return count;
+  }
+
+  retiredInFlight(): number {
+    let count = 0;
+    for (const generation of this.generations) {
+      if (generation !== this.current) count += inFlightOf(generation);
+    }
+    return count;
+  }
+
+  replaceRouting(routing: ProxyRouting, rules: RequestRules = this.deps.config): void {
+    const next = this.buildGeneration(routing, rules);
+    if (this.closing) next.requests.markClosing();
+    for (const generation of this.generations) {
+      if (inFlightOf(generation) === 0) this.generations.delete(generation);
+    }
+    this.generations.add(next);
+    this.current = next;
+  }
+
+  private buildGeneration(routing: ProxyRouting, rules: RequestRules): Generation {
+    const { deps } = this;
     const routes = new RouteTable(
       buildRoutes(routing.upstreams, routing, { dropTraceContext: deps.tracing?.enabled }).values(),
     );
@@ -111,140 +214,97 @@ export function createProxyServer(deps: ProxyServerDeps): ProxyServer {
       callerGate: routing.callerGate,
       tracing: deps.tracing,
       logger: deps.logger,
-      recordRequest,
+      recordRequest: this.recordRequest,
       lifecycle: deps.lifecycle,
     };
-    const handler = createRequestEntry(entryDeps);
+    const requests = createRequestEntry(entryDeps);
     // WebSocket and other Upgrade requests (see upgrade-entry.ts).
-    const upgrades = createUpgradeEntry({
+    const upgrades = new UpgradeEntry({
       ...entryDeps,
       metrics: deps.metrics,
-      serveAsRequest: handler,
+      serveAsRequest: requests,
       upgradeLoad: deps.lifecycle.upgrades,
     });
-    return { handler, upgrades };
-  };
-  // A reload swaps `current`; requests already running finish on their own generation's
-  // closures, and an old generation is forgotten once nothing runs on it any more. The
-  // per-connection pipeline queue lives on the socket, so ordering holds across a swap.
-  let current = buildGeneration(deps);
-  const generations = new Set([current]);
-  let closing = false;
-  const handler = (req: IncomingMessage, res: ServerResponse) => current.handler(req, res);
-  const server = createServer(
-    {
-      maxHeaderSize: limits.maxHeaderSizeBytes,
-      headersTimeout: limits.headersTimeoutMs,
-      requestTimeout: 0,
-      keepAliveTimeout: limits.keepAliveTimeoutMs,
-      connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
-      // Checked by the guards, so the 400 has our error shape.
-      requireHostHeader: false,
-      joinDuplicateHeaders: false,
-      insecureHTTPParser: false,
-    },
-    handler,
-  );
-  server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) =>
-    current.upgrades(req, socket, head),
-  );
-  server.maxHeadersCount = limits.maxHeaderCount + 1;
-  server.maxConnections = limits.maxConnections;
-  // Socket inactivity is governed by headersTimeout, keepAliveTimeout and the body idle timeouts.
-  server.timeout = 0;
-  // A `Connection: close` answer sent before the client finished its body must not turn into a
-  // RST that loses it (lingering-close.ts). Runs after Node's own 'connection' listener.
-  const lingering = createLingeringClose();
-  server.on("connection", (socket: Socket) => lingering.watch(socket));
+    const { intercept } = deps;
+    const intercepts =
+      intercept === undefined
+        ? undefined
+        : new InterceptEntry({
+            limits: rules.limits,
+            routes,
+            callerGate: routing.callerGate,
+            certificates: intercept,
+            metrics: deps.metrics,
+            logger: deps.logger,
+            recordRequest: this.recordRequest,
+            // The decrypted connection is one of this listener's: the same parser settings,
+            // timeouts, queue and ways in as any other.
+            serve: (socket) => this.server.emit("connection", socket),
+          });
+    return { requests, upgrades, intercepts };
+  }
 
-  const countClientError = (code: string) =>
-    deps.metrics.errorsTotal.inc({ upstream: "none", code });
-
-  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
-    answerClientError(err, socket, (answer) => {
-      countClientError(answer.code);
-      deps.logger.debug({ errorCode: answer.code, parserCode: err.code }, "client error");
-    });
-  });
-  // Without a listener Node answers an Expect other than 100-continue with a bare 417; through
-  // the handler it gets the error contract, a log line and the metric (request-plan.ts).
-  server.on("checkExpectation", handler);
-  // maxConnections: Node closes the connection before any byte is read (nothing can be
-  // answered); count it so the refusals are visible.
-  server.on("drop", () => {
-    countClientError("connection_dropped");
-    deps.logger.debug("connection dropped: limits.maxConnections reached");
-  });
-  // Node hands CONNECT to this event (never to the request handler).
-  server.on("connect", (_req, socket: Duplex) => {
-    const rejection = connectRejection();
-    countClientError(rejection.code);
-    writeRawProxyError(
-      socket,
-      rejection.code,
-      rejection.message,
-      "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n",
-      CONNECT_REASON,
+  /** The node:http server with the overrides above, its events wired to the current generation. */
+  private createServer(): Server {
+    const { limits } = this.deps.config;
+    const { logger, metrics } = this.deps;
+    const handler = (req: IncomingMessage, res: ServerResponse) => this.current.requests(req, res);
+    const server = createServer(
+      {
+        maxHeaderSize: limits.maxHeaderSizeBytes,
+        headersTimeout: limits.headersTimeoutMs,
+        requestTimeout: 0,
+        keepAliveTimeout: limits.keepAliveTimeoutMs,
+        connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+        // Checked by the guards, so the 400 has our error shape.
+        requireHostHeader: false,
+        joinDuplicateHeaders: false,
+        insecureHTTPParser: false,
+      },
+      handler,
     );
-  });
-
-  return {
-    server,
-    async listen() {
-      server.listen(deps.listen.port, deps.listen.host);
-      await once(server, "listening");
-      return server.address() as AddressInfo;
-    },
-    async close(timeoutMs) {
-      closing = true;
-      for (const generation of generations) generation.handler.markClosing();
-      if (!server.listening) {
-        accessLog.flush();
+    server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.current.upgrades.accept(req, socket, head),
+    );
+    server.maxHeadersCount = limits.maxHeaderCount + 1;
+    server.maxConnections = limits.maxConnections;
+    // Socket inactivity is governed by headersTimeout, keepAliveTimeout and the body idle timeouts.
+    server.timeout = 0;
+    // Runs after Node's own 'connection' listener.
+    server.on("connection", (socket: Socket) => this.lingering.watch(socket));
+    const countClientError = (code: string) => metrics.errorsTotal.inc({ upstream: "none", code });
+    server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+      answerClientError(err, socket, (answer) => {
+        countClientError(answer.code);
+        logger.debug({ errorCode: answer.code, parserCode: err.code }, "client error");
+      });
+    });
+    // Without a listener Node answers an Expect other than 100-continue with a bare 417; through
+    // the handler it gets the error contract, a log line and the metric (guard-stage.ts).
+    server.on("checkExpectation", handler);
+    // maxConnections: Node closes the connection before any byte is read (nothing can be
+    // answered); count it so the refusals are visible.
+    server.on("drop", () => {
+      countClientError("connection_dropped");
+      logger.debug("connection dropped: limits.maxConnections reached");
+    });
+    // Node hands CONNECT to this event (never to the request handler).
+    server.on("connect", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      const intercepts = this.current.intercepts;
+      if (intercepts !== undefined) {
+        intercepts.accept(req, socket, head);
         return;
       }
-      const closed = once(server, "close");
-      server.close();
-      server.closeIdleConnections();
-      const timer = setTimeout(() => {
-        server.closeAllConnections();
-        // Answered already; their linger ends with the grace.
-        lingering.destroyAll();
-        // Upgraded connections are Node's no more: only we can end them.
-        for (const generation of generations) generation.upgrades.destroyAll();
-      }, timeoutMs);
-      try {
-        await closed;
-      } finally {
-        clearTimeout(timer);
-        // The last requests' lines, if batched.
-        accessLog.flush();
-      }
-    },
-    inFlight: () => {
-      let count = 0;
-      for (const generation of generations) {
-        count += generation.handler.inFlight() + generation.upgrades.inFlight();
-      }
-      return count;
-    },
-    retiredInFlight: () => {
-      let count = 0;
-      for (const generation of generations) {
-        if (generation === current) continue;
-        count += generation.handler.inFlight() + generation.upgrades.inFlight();
-      }
-      return count;
-    },
-    replaceRouting(routing, rules) {
-      const next = buildGeneration(routing, rules);
-      if (closing) next.handler.markClosing();
-      for (const generation of generations) {
-        if (generation.handler.inFlight() + generation.upgrades.inFlight() === 0) {
-          generations.delete(generation);
-        }
-      }
-      generations.add(next);
-      current = next;
-    },
-  };
+      const rejection = connectRejection();
+      countClientError(rejection.code);
+      writeRawProxyError(
+        socket,
+        rejection.code,
+        rejection.message,
+        "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n",
+        CONNECT_REASON,
+      );
+    });
+    return server;
+  }
 }

@@ -28,6 +28,8 @@ export interface RequestRecord {
   cause: unknown;
   /** `user:…`, `sa:…` or `addr:…` when an `allow` list identified the caller. */
   caller?: string | undefined;
+  /** "connect" for a request that came through a terminated CONNECT (intercept-entry.ts). */
+  via?: "connect" | undefined;
   /** Hex ids of the request's SERVER span; "" (or absent) when tracing is off. */
   traceId?: string | undefined;
   spanId?: string | undefined;
@@ -66,6 +68,7 @@ export function createRequestRecorder(metrics: Metrics, accessLog: AccessLog): R
       errorCode: record.errorCode,
       cause: describeCause(record.cause),
       caller: record.caller,
+      via: record.via,
       waitMs: record.waitMs ? Math.round(record.waitMs) : undefined,
       attempts: record.attempts && record.attempts > 1 ? record.attempts : undefined,
       trace_id: record.traceId || undefined,

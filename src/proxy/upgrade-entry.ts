@@ -25,7 +25,7 @@ import type { ProcessLoad } from "./overload.js";
 import { ExchangeStage } from "./pipeline/exchange-stage.js";
 import { GuardStage } from "./pipeline/guard-stage.js";
 import { PacingStage } from "./pipeline/pacing-stage.js";
-import { type Flow, Pipeline, type Stage } from "./pipeline/pipeline.js";
+import { type Flow, Pipeline } from "./pipeline/pipeline.js";
 import { RouteStage } from "./pipeline/route-stage.js";
 import { ProxiedRequest, type RequestContext } from "./proxied-request.js";
 import { type EntryDeps, stagesAfterRoute } from "./request-entry.js";
@@ -49,14 +49,6 @@ export interface UpgradeEntryDeps extends EntryDeps {
   serveAsRequest(req: IncomingMessage, res: ServerResponse): void;
   /** Upgrades open over every listener, bounded by `limits.maxUpgrades`. */
   upgradeLoad: ProcessLoad;
-}
-
-export interface UpgradeEntry {
-  (req: IncomingMessage, socket: Duplex, head: Buffer): void;
-  /** Upgrade requests waiting for their answer plus upgraded connections open. */
-  inFlight(): number;
-  /** Destroys every upgraded connection (the end of a shutdown's grace period). */
-  destroyAll(): void;
 }
 
 /** An Upgrade request: its connection and what the client sent past its head. */
@@ -97,59 +89,86 @@ const RELAY_ERROR: Record<NonNullable<RelayOutcome["reason"]>, string | undefine
   shutdown: undefined,
 };
 
-export function createUpgradeEntry(deps: UpgradeEntryDeps): UpgradeEntry {
-  const { limits, metrics } = deps;
-  const tracing = deps.tracing ?? NOOP_TRACING;
-  const relays = new Set<UpgradeRelay>();
-  let inFlight = 0;
+export class UpgradeEntry {
+  private readonly pipeline: Pipeline;
+  private readonly context: RequestContext;
+  private readonly relays = new Set<UpgradeRelay>();
+  /** Upgrade requests waiting for their answer plus upgraded connections open. */
+  private running = 0;
 
-  const context: RequestContext = {
-    recordRequest: deps.recordRequest,
-    tracing,
-    // No parser is left on these connections: every answer but a 101 closes them anyway.
-    closingAll: () => true,
-    onFinished(request) {
-      inFlight--;
-      if (request.admitted) {
-        deps.upgradeLoad.leave();
-        metrics.upgradesOpen.dec();
-      }
-    },
-    leaveLoad(request) {
-      if (!request.admitted) return;
-      request.admitted = false;
-      deps.upgradeLoad.leave();
-      metrics.upgradesOpen.dec();
-    },
-    resumeLoad(request) {
+  constructor(private readonly deps: UpgradeEntryDeps) {
+    const { limits } = deps;
+    const tracing = deps.tracing ?? NOOP_TRACING;
+    this.context = {
+      recordRequest: deps.recordRequest,
+      tracing,
+      // No parser is left on these connections: every answer but a 101 closes them anyway.
+      closingAll: () => true,
+      onFinished: (request) => {
+        this.running--;
+        if (request.admitted) this.leaveLoad(request);
+      },
+      leaveLoad: (request) => {
+        if (request.admitted) this.leaveLoad(request);
+      },
       // Unlike a plain request's, its slot is not given back whatever the load: an upgraded
       // connection lives for minutes, and maxUpgrades is all that bounds them.
-      if (request.answered) return false;
-      if (!admitUpgrade(request)) return false;
-      return true;
-    },
-  };
+      resumeLoad: (request) => !request.answered && this.admit(request),
+    };
+    this.pipeline = new Pipeline(
+      [
+        new GuardStage(limits, deps.paths, deps.routes),
+        new RouteStage(limits, deps.routes, (request, route) =>
+          this.acceptProtocols(request, route),
+        ),
+        { name: "upgrade admission", run: (request, flow) => this.admitHandshake(request, flow) },
+        ...stagesAfterRoute(deps),
+        new PacingStage({ room: deps.lifecycle.waiting, limits }),
+        new ExchangeStage(limits, tracing.enabled, (request) => this.switchingProtocols(request)),
+      ],
+      deps.logger,
+    );
+  }
 
-  /** Counts an upgrade in `limits.maxUpgrades`, or answers 503 `too_many_upgrades`. */
-  function admitUpgrade(request: ProxiedRequest): boolean {
-    request.admitted = deps.upgradeLoad.tryEnter(limits.maxUpgrades);
-    if (!request.admitted) {
-      request.fail(
-        "too_many_upgrades",
-        `the proxy holds limits.maxUpgrades (${limits.maxUpgrades}) upgraded connections already`,
-        { retryAfterSeconds: 1 },
-      );
-      return false;
-    }
-    metrics.upgradesOpen.inc();
-    return true;
+  /** The listener's 'upgrade' event: Node hands the connection over with the request's head. */
+  accept(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const client = socket as Socket;
+    // Node removed its own error listener when it handed the socket over.
+    client.on("error", ignore);
+    whenConnectionIdle(client, () => {
+      try {
+        this.start(req, client, head);
+      } catch (err) {
+        // Never an exception into Node's parser callbacks: it would end the process.
+        this.deps.logger.error({ err }, "upgrade handler failed");
+        client.destroy();
+      }
+    });
+  }
+
+  inFlight(): number {
+    return this.running;
+  }
+
+  /** Destroys every upgraded connection (the end of a shutdown's grace period). */
+  destroyAll(): void {
+    for (const relay of this.relays) relay.destroy();
+  }
+
+  private start(req: IncomingMessage, client: Socket, head: Buffer): void {
+    if (client.destroyed) return;
+    const res = responseOnSocket(req, client);
+    const request = new UpgradeRequest(req, res, this.context, client, head);
+    this.running++;
+    client.once("close", () => request.clientClosed());
+    this.pipeline.start(request);
   }
 
   /**
    * Before the request counts for its upstream: the protocols that upstream allows. Answers (501)
    * or hands on (a plain request) what it can't serve as an upgrade.
    */
-  function acceptProtocols(request: ProxiedRequest, route: Route): boolean {
+  private acceptProtocols(request: ProxiedRequest, route: Route): boolean {
     const requested = requestedProtocols(request.req.headers.upgrade);
     const upgrades = route.config.upgrades;
     const allowed = requested.filter((p) => upgrades.includes(protocolName(p)));
@@ -168,34 +187,53 @@ export function createUpgradeEntry(deps: UpgradeEntryDeps): UpgradeEntry {
     // Not ours to count: the request entry logs and counts it as a plain request.
     request.answered = true;
     request.finished = true;
-    inFlight--;
-    deps.serveAsRequest(request.req, request.res);
+    this.running--;
+    this.deps.serveAsRequest(request.req, request.res);
     return false;
   }
 
   /** After routing: the upgrade's own bound, no body, and a watch on the waiting client. */
-  const admission: Stage = {
-    name: "upgrade admission",
-    run(request: ProxiedRequest, flow: Flow) {
-      const upgrade = request as UpgradeRequest;
-      // Upgraded connections live for minutes and are not in limits.maxInFlight: their own cap.
-      if (!admitUpgrade(upgrade)) return;
-      if (upgrade.carriesBody) {
-        upgrade.fail("bad_request", "an Upgrade request must not carry a body");
-        return;
-      }
-      // From here the request may wait (caller check, token, turn, the upstream's answer); a
-      // hang-up meanwhile closes the connection, and the 'close' listener ends the wait.
-      const { client } = upgrade;
-      upgrade.hangUp = watchForHangUp(client, upgrade.head, () => {
-        if (!upgrade.answered) client.destroy();
-      });
-      flow.next(upgrade);
-    },
-  };
+  private admitHandshake(request: ProxiedRequest, flow: Flow): void {
+    const upgrade = request as UpgradeRequest;
+    // Upgraded connections live for minutes and are not in limits.maxInFlight: their own cap.
+    if (!this.admit(upgrade)) return;
+    if (upgrade.carriesBody) {
+      upgrade.fail("bad_request", "an Upgrade request must not carry a body");
+      return;
+    }
+    // From here the request may wait (caller check, token, turn, the upstream's answer); a
+    // hang-up meanwhile closes the connection, and the 'close' listener ends the wait.
+    const { client } = upgrade;
+    upgrade.hangUp = watchForHangUp(client, upgrade.head, () => {
+      if (!upgrade.answered) client.destroy();
+    });
+    flow.next(upgrade);
+  }
+
+  /** Counts an upgrade in `limits.maxUpgrades`, or answers 503 `too_many_upgrades`. */
+  private admit(request: ProxiedRequest): boolean {
+    const { limits } = this.deps;
+    request.admitted = this.deps.upgradeLoad.tryEnter(limits.maxUpgrades);
+    if (!request.admitted) {
+      request.fail(
+        "too_many_upgrades",
+        `the proxy holds limits.maxUpgrades (${limits.maxUpgrades}) upgraded connections already`,
+        { retryAfterSeconds: 1 },
+      );
+      return false;
+    }
+    this.deps.metrics.upgradesOpen.inc();
+    return true;
+  }
+
+  private leaveLoad(request: ProxiedRequest): void {
+    request.admitted = false;
+    this.deps.upgradeLoad.leave();
+    this.deps.metrics.upgradesOpen.dec();
+  }
 
   /** The upstream's 101: the connection is the client's tunnel from now on. */
-  function switchingProtocols(request: ProxiedRequest): SwitchingProtocols {
+  private switchingProtocols(request: ProxiedRequest): SwitchingProtocols {
     const upgrade = request as UpgradeRequest;
     return (status: number, rawHeaders: RawHeaders, upstreamSocket: Duplex) => {
       const { client, route } = upgrade;
@@ -220,9 +258,9 @@ export function createUpgradeEntry(deps: UpgradeEntryDeps): UpgradeEntry {
         clientHead: upgrade.hangUp?.release() ?? upgrade.head,
         idleMs: route!.config.timeouts.upgradeIdleMs,
         onClose: (outcome) => {
-          relays.delete(relay);
+          this.relays.delete(relay);
           if (outcome.reason) {
-            deps.logger.debug(
+            this.deps.logger.debug(
               { upstream: upgrade.upstreamName, reason: outcome.reason },
               "upgraded connection closed",
             );
@@ -236,50 +274,9 @@ export function createUpgradeEntry(deps: UpgradeEntryDeps): UpgradeEntry {
           });
         },
       });
-      relays.add(relay);
+      this.relays.add(relay);
     };
   }
-
-  const pipeline = new Pipeline(
-    [
-      new GuardStage(limits, deps.paths, deps.routes),
-      new RouteStage(limits, deps.routes, acceptProtocols),
-      admission,
-      ...stagesAfterRoute(deps),
-      new PacingStage({ room: deps.lifecycle.waiting, limits }),
-      new ExchangeStage(limits, tracing.enabled, switchingProtocols),
-    ],
-    deps.logger,
-  );
-
-  function handle(req: IncomingMessage, client: Socket, head: Buffer): void {
-    if (client.destroyed) return;
-    const res = responseOnSocket(req, client);
-    const request = new UpgradeRequest(req, res, context, client, head);
-    inFlight++;
-    client.once("close", () => request.clientClosed());
-    pipeline.start(request);
-  }
-
-  const entry = ((req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const client = socket as Socket;
-    // Node removed its own error listener when it handed the socket over.
-    client.on("error", ignore);
-    whenConnectionIdle(client, () => {
-      try {
-        handle(req, client, head);
-      } catch (err) {
-        // Never an exception into Node's parser callbacks: it would end the process.
-        deps.logger.error({ err }, "upgrade handler failed");
-        client.destroy();
-      }
-    });
-  }) as UpgradeEntry;
-  entry.inFlight = () => inFlight;
-  entry.destroyAll = () => {
-    for (const relay of relays) relay.destroy();
-  };
-  return entry;
 }
 
 function ignore(): void {}

@@ -17,6 +17,8 @@ declare module "ws" {
     finishRequest?: (request: ClientRequest, websocket: WebSocket) => void;
     /** Passed on to http.request: the connection's source address. */
     localAddress?: string;
+    /** Makes the connection (a TLS socket over a CONNECT tunnel, say); default net/tls connect. */
+    createConnection?: (options: object) => import("node:net").Socket;
   }
 
   export class WebSocket extends EventEmitter {

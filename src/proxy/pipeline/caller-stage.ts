@@ -14,6 +14,11 @@ export class CallerStage implements Stage {
   constructor(private readonly gate: CallerGate) {}
 
   run(request: ProxiedRequest, flow: Flow): void {
+    // Inside a terminated CONNECT the gate answered the CONNECT: its caller is every request's.
+    if (request.tunnel !== undefined) {
+      flow.next(request);
+      return;
+    }
     const verdict = this.gate.check(request.upstreamName, request.req);
     if (verdict instanceof Promise) {
       // A credential not seen lately: bcrypt or a JWKS lookup runs first.

@@ -29,6 +29,11 @@ export class RouteStage implements Stage {
 
   run(request: ProxiedRequest, flow: Flow): void {
     const target = request.target!;
+    const { tunnel } = request;
+    if (tunnel !== undefined) {
+      this.routeTunneled(request, flow);
+      return;
+    }
     const route = this.routes.route(target.authority, target.pathname);
     if (route === undefined) {
       request.fail(
@@ -37,6 +42,31 @@ export class RouteStage implements Stage {
       );
       return;
     }
+    this.forward(request, route, flow);
+  }
+
+  /**
+   * A request inside a terminated CONNECT goes to the upstream its CONNECT named, whatever its
+   * Host or path (an intercepted host is that upstream's alone), as that CONNECT's caller. A
+   * reload that stopped intercepting the authority leaves the tunnel with nowhere to go.
+   */
+  private routeTunneled(request: ProxiedRequest, flow: Flow): void {
+    const tunnel = request.tunnel!;
+    request.caller = tunnel.caller;
+    const route = this.routes.interceptRoute(tunnel.authority);
+    if (route === undefined) {
+      request.fail(
+        "host_not_allowed",
+        `${tunnel.authority} is no longer intercepted by this proxy (the configuration changed since the CONNECT)`,
+        { close: true },
+      );
+      return;
+    }
+    this.forward(request, route, flow);
+  }
+
+  private forward(request: ProxiedRequest, route: Route, flow: Flow): void {
+    const target = request.target!;
     if (this.beforeRouted !== undefined && !this.beforeRouted(request, route)) return;
     request.markRouted(route);
     const upstream = route.config;
@@ -44,6 +74,7 @@ export class RouteStage implements Stage {
       // A getpeername() call: only when X-Forwarded-For will carry it.
       remoteAddress: upstream.forwardedHeaders ? request.req.socket.remoteAddress : undefined,
       authority: target.authority,
+      proto: request.tunnel === undefined ? "http" : "https",
     });
     if (forwarded.kind === "reject") {
       request.fail("bad_request", forwarded.message);

@@ -44,6 +44,8 @@ export interface ForwardedContext {
   remoteAddress: string | undefined;
   /** The authority the client addressed (Host, or the absolute-form URI's). */
   authority: string | undefined;
+  /** How the client reached us: plain http, or https inside a terminated CONNECT. Default http. */
+  proto?: "http" | "https" | undefined;
 }
 
 export type InjectResult =
@@ -180,7 +182,7 @@ export function createHeaderInjector(
       for (const item of tail) headers.push(item);
       if (forwarded) {
         if (context.remoteAddress) headers.push("x-forwarded-for", context.remoteAddress);
-        headers.push("x-forwarded-proto", "http");
+        headers.push("x-forwarded-proto", context.proto ?? "http");
         if (context.authority && !INVALID_VALUE.test(context.authority)) {
           headers.push("x-forwarded-host", context.authority);
         }

@@ -4,17 +4,34 @@
  * from one lookup.
  */
 import type { UpstreamConfig } from "../../config/types.js";
+import { interceptRoutes } from "../../intercept/authority.js";
 import type { Route } from "./route.js";
 import { createRouter, type Router } from "./router.js";
 
 export class RouteTable {
   private readonly router: Router;
   private readonly byConfig = new Map<UpstreamConfig, Route>();
+  /** `intercept: true` upstreams by their baseUrl authority (the CONNECT route table). */
+  private readonly byAuthority = new Map<string, Route>();
 
   constructor(routes: Iterable<Route>) {
     const list = [...routes];
     for (const route of list) this.byConfig.set(route.config, route);
     this.router = createRouter(list.map((route) => route.config));
+    const intercepted = interceptRoutes(list.map((route) => route.config));
+    for (const [authority, upstream] of intercepted) {
+      this.byAuthority.set(authority, this.byConfig.get(upstream)!);
+    }
+  }
+
+  /** The route of an intercepted upstream by the CONNECT's authority (`host:port`, lowercase). */
+  interceptRoute(authority: string): Route | undefined {
+    return this.byAuthority.get(authority);
+  }
+
+  /** The authorities CONNECT may name here, for a refusal's message. */
+  get interceptedAuthorities(): string[] {
+    return [...this.byAuthority.keys()];
   }
 
   /** The route for this authority (any case; undefined for none) and pathname. */
