@@ -2,12 +2,13 @@
  * What every generation's token registry draws on for the app's whole life: the dispatcher pool,
  * when `tokenCache.redis` is set, the Redis-shared token cache, and the upstreams' pacers.
  */
+
+import { systemClock } from "../base/clock.js";
 import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
 import { createDispatcherPool, type DispatcherPool } from "../net/dispatcher-pool.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
-import { systemClock } from "../token/clock.js";
 import { createRedisTokenCache } from "../token/redis-token-cache.js";
 import type { SharedTokenCache } from "../token/redis-types.js";
 import { createSharedTokenSourceFactory } from "../token/shared-token-source.js";

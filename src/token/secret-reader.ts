@@ -6,10 +6,10 @@
  * stat() (which follows the symlink) catches both that and plain rewrites.
  */
 import { readFile, stat } from "node:fs/promises";
+import { type Clock, systemClock } from "../base/clock.js";
 import type { SecretSource, TokenEndpointSpec } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
 import { keyMaterialFiles } from "./client-auth/index.js";
-import { type Clock, systemClock } from "./clock.js";
 import { hashValue } from "./fingerprint.js";
 
 /** A credential as read right now. */

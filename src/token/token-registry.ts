@@ -7,11 +7,11 @@
 import { LRUCache } from "lru-cache";
 import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
+import { type Clock, systemClock } from "../base/clock.js";
 import type { UpstreamConfig } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { TokenSpan, Tracing } from "../observability/tracing.js";
-import { type Clock, systemClock } from "./clock.js";
 import { localCredentialKey } from "./credential-identity.js";
 import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
 import { emptyTokenStatus } from "./token-status.js";

@@ -8,13 +8,13 @@
  */
 import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
+import { computeBackoffMs } from "../base/backoff.js";
+import { type Clock, systemClock } from "../base/clock.js";
 import type { TokenEndpointSpec, TokenPolicy } from "../config/types.js";
 import { type BearerProxyError, ERROR_CODES } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import { NOOP_TRACING, type TokenSpan, type Tracing } from "../observability/tracing.js";
-import { computeBackoffMs } from "./backoff.js";
 import { type ClientCredentials, requestToken, type TokenResponse } from "./client-credentials.js";
-import { type Clock, systemClock } from "./clock.js";
 import type { Dpop } from "./dpop/index.js";
 import { createLazyDpop, type LazyDpop } from "./dpop/lazy-dpop.js";
 import { describeTokenUrl } from "./response-text.js";

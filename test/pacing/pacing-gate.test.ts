@@ -23,7 +23,7 @@ import {
   type UpstreamPacing,
 } from "../../src/proxy/pacing/upstream-pacing.js";
 import { createWaitingRoom } from "../../src/proxy/pacing/waiting-room.js";
-import { FakeClock } from "../token/fake-clock.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 
 /** 10 per second, strictly even (one every 100 ms), up to 250 ms of wait. */
 const LIMIT: RateLimitConfig = {

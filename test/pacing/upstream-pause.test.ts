@@ -15,9 +15,9 @@ import {
   type PauseTable,
   parseRetryAfter,
 } from "../../src/proxy/pacing/pause.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { type LimitedUpstream, startLimitedUpstream } from "../helpers/limited-upstream.js";
 import { createTestPki } from "../helpers/tls.js";
-import { FakeClock } from "../token/fake-clock.js";
 
 const NOW_WALL_MS = Date.UTC(2026, 10, 22, 12, 0, 0);
 /** `rateLimit.maxPause` as the tests of the parser use it. */

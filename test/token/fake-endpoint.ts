@@ -4,7 +4,7 @@ import type { ClientCredentials, TokenResponse } from "../../src/token/client-cr
 import type { CredentialReader } from "../../src/token/secret-reader.js";
 import { createTokenSource, type TokenSourceOptions } from "../../src/token/token-source.js";
 import type { TokenProvider } from "../../src/token/types.js";
-import { FakeClock } from "./fake-clock.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { captureLogs, DEFAULT_POLICY, makeSpec, seededRandom } from "./helpers.js";
 
 export interface FakeCall {

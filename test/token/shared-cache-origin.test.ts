@@ -8,7 +8,7 @@ import { createMetrics, type Metrics } from "../../src/observability/metrics.js"
 import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
 import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
 import type { TokenProvider } from "../../src/token/types.js";
-import { FakeClock } from "./fake-clock.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { captureLogs, DEFAULT_POLICY, makeSpec } from "./helpers.js";
 import { IDP_ORIGIN, JSON_HEADERS, tokenBody, useMockAgent } from "./mock-idp.js";
 

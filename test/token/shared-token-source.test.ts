@@ -6,7 +6,7 @@ import { fingerprint } from "../../src/token/fingerprint.js";
 import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
 import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
 import type { TokenProvider } from "../../src/token/types.js";
-import { FakeClock } from "./fake-clock.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { captureLogs, DEFAULT_POLICY, makeSpec, TEST_SECRET } from "./helpers.js";
 
 const agent = new Agent();

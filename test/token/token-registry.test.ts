@@ -4,8 +4,8 @@ import type { UpstreamConfig } from "../../src/config/types.js";
 import { localCredentialKey as credentialKey } from "../../src/token/credential-identity.js";
 import { createTokenRegistry, type TokenRegistry } from "../../src/token/token-registry.js";
 import { createTokenSource, type TokenSourceOptions } from "../../src/token/token-source.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { makeUpstreamConfig } from "../helpers/upstream-config.js";
-import { FakeClock } from "./fake-clock.js";
 import { FakeTokenEndpoint } from "./fake-endpoint.js";
 import { captureLogs, DEFAULT_POLICY, TEST_SECRET } from "./helpers.js";
 

@@ -4,12 +4,12 @@
  * full-jitter backoff, and only while the retry budget lasts — retries must never turn an
  * upstream's bad minute into a storm.
  *
- * The backoff is the house's own full-jitter function (token/backoff.ts): cockatiel 3's
+ * The backoff is the house's own full-jitter function (base/backoff.ts): cockatiel 3's
  * generators draw from Math.random with no way to inject it, and its policies wrap a promise
  * call, where our exchange is a callback handler that retries from inside undici's onError.
  */
 import type { IncomingHttpHeaders } from "node:http";
-import { computeBackoffMs } from "../../token/backoff.js";
+import { computeBackoffMs } from "../../base/backoff.js";
 
 /** What went wrong with an attempt: no connection, a reset before the answer, or a status. */
 export type RetryReason = "connect" | "reset" | "502" | "503" | "504";

@@ -11,10 +11,10 @@
  */
 import { createHash, createPublicKey, generateKeyPair, type KeyObject } from "node:crypto";
 import { promisify } from "node:util";
+import type { Clock } from "../../base/clock.js";
 import type { AssertionAlgorithm } from "../../config/types.js";
 import { BearerProxyError } from "../../errors.js";
 import { base64url, describeKey, jwsSigner, parsePrivateKeyPem } from "../client-auth/jws.js";
-import type { Clock } from "../clock.js";
 import { createCredentialReader } from "../secret-reader.js";
 import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "./key-problem.js";
 
@@ -61,7 +61,7 @@ export interface DpopKey {
 }
 
 export interface DpopKeyOptions {
-  /** Timers of the key file poll (token/clock.ts); default the system clock. */
+  /** Timers of the key file poll (base/clock.ts); default the system clock. */
   clock?: Clock | undefined;
   /** How often the key file is stat()ed; 0 disables polling (check() still works). Default 5 s. */
   pollIntervalMs?: number | undefined;

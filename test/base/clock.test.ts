@@ -1,7 +1,7 @@
 /** The real clock's timers: unref'd, and safe with delays Node.js cannot hold. */
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { systemClock } from "../../src/token/clock.js";
+import { systemClock } from "../../src/base/clock.js";
 
 describe("systemClock", () => {
   it("waits (rather than firing at once) for a delay above the longest Node.js timer", async () => {

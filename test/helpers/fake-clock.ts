@@ -1,4 +1,4 @@
-import type { Clock } from "../../src/token/clock.js";
+import type { Clock } from "../../src/base/clock.js";
 
 interface FakeTimer {
   atMs: number;

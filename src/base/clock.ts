@@ -1,8 +1,14 @@
 /**
- * Time as the token engine sees it: a monotonic clock for expiry and scheduling, wall time only
- * for status and metrics, and timers that tests can replace (lru-cache takes `perf` the same way).
+ * Time as the token engine and the pacers see it: a monotonic clock for expiry and scheduling,
+ * wall time only for status and metrics, and timers that tests can replace (lru-cache takes
+ * `perf` the same way).
  */
-import { MAX_DURATION_MS } from "../config/units.js";
+
+/**
+ * The longest delay a Node.js timer holds: a longer one fires after 1 ms (TimeoutOverflowWarning).
+ * config/units.ts caps every configured duration at it.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
 
 export interface Clock {
   /** Monotonic milliseconds; never jumps with NTP or DST. */
@@ -22,7 +28,7 @@ export const systemClock: Clock = Object.freeze({
   wallNow: () => Date.now(),
   setTimeout: (fn: () => void, ms: number) => {
     // Node fires a delay above 2^31 - 1 ms after 1 ms; waiting 24.8 days instead is harmless.
-    const handle = setTimeout(fn, Math.min(ms, MAX_DURATION_MS));
+    const handle = setTimeout(fn, Math.min(ms, MAX_TIMER_MS));
     handle.unref();
     return handle;
   },

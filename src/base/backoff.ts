@@ -1,7 +1,8 @@
 /**
- * Retry delays after a failed token request: exponential with full jitter (AWS architecture
- * blog, "Exponential Backoff And Jitter"), never shorter than the server's Retry-After, and
- * slow for configuration faults so a wrong secret does not hammer the IdP.
+ * Retry delays: exponential with full jitter (AWS architecture blog, "Exponential Backoff And
+ * Jitter"), never shorter than the server's Retry-After, and slow for configuration faults so a
+ * wrong secret does not hammer the IdP. The token source retries failed token requests with it,
+ * the exchange's retry policy (pacing/retry-policy.ts) failed upstream attempts.
  */
 
 export interface BackoffPolicy {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { computeBackoffMs } from "../../src/token/backoff.js";
-import { seededRandom } from "./helpers.js";
+import { computeBackoffMs } from "../../src/base/backoff.js";
+import { seededRandom } from "../token/helpers.js";
 
 const policy = { initialBackoffMs: 1_000, maxBackoffMs: 30_000 };
 
