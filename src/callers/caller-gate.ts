@@ -17,6 +17,7 @@
  * a sidecar without `allow` loads neither.
  */
 import type { IncomingMessage } from "node:http";
+import { addressLabel, unmapIpv4 } from "../base/peer-address.js";
 import type { CallersConfig, UpstreamConfig } from "../config/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import { type AllowPolicy, compileAllowRules, decideAccess } from "./allow.js";
@@ -27,7 +28,7 @@ import type { DenialLog, DenyReason } from "./denial-log.js";
 import type { FailureThrottle, VerificationRefusal } from "./failure-throttle.js";
 import { JWKS_RETRY_AFTER_FAILURE_MS } from "./jwks-timing.js";
 import type { Authentication } from "./types.js";
-import { addressLabel, callerLabel, isCallersFault, unmapIpv4 } from "./types.js";
+import { callerLabel, isCallersFault } from "./types.js";
 
 /** What the walk does with a request. */
 export type GateVerdict =

@@ -14,7 +14,7 @@
  * The gate decides; the request answers. What it needs of a request is {@link PacedRequest}, so
  * the fast path stays one synchronous call with one small object made per request.
  */
-import { addressLabel } from "../../callers/types.js";
+import { addressLabel } from "../../base/peer-address.js";
 import type { ProxyErrorCode } from "../../errors.js";
 import { type Admission, PacerClosedError } from "./limiter.js";
 import { rateLimitValue } from "./ratelimit-headers.js";
