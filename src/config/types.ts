@@ -4,6 +4,8 @@
  * token URLs from the API version. Frozen; everything downstream reads only this.
  */
 
+import type { EscapedSlashes, PathRules } from "../base/path-normalization.js";
+
 export interface ListenSpec {
   host: string;
   port: number;
@@ -266,13 +268,10 @@ export interface LimitsConfig {
 }
 
 /** What an encoded slash (`%2F`) in a request path becomes (schema.ts `Paths`). */
-export type EscapedSlashes = "reject" | "unescape" | "keep";
+export type { EscapedSlashes };
 
 /** `paths` (schema.ts `Paths`): how request paths are normalized before routing. */
-export interface PathsConfig {
-  mergeSlashes: boolean;
-  escapedSlashes: EscapedSlashes;
-}
+export type PathsConfig = PathRules;
 
 /** Redis behind Sentinel (tokenCache.redis.sentinel). */
 export interface RedisSentinelConfig {

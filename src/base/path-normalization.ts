@@ -19,7 +19,16 @@
  * The result is a fixed point (normalizing it again changes nothing). A path with no `%` and no
  * `//` — nearly every real request — is returned as it came, after two `indexOf` scans.
  */
-import type { PathsConfig } from "../config/types.js";
+
+/** What an encoded slash (`%2F`) in a path becomes. */
+export type EscapedSlashes = "reject" | "unescape" | "keep";
+
+/** How paths are normalized (`paths` in the config). */
+export interface PathRules {
+  /** Merge repeated slashes. */
+  mergeSlashes: boolean;
+  escapedSlashes: EscapedSlashes;
+}
 
 /** Why a path has no normalized form. */
 export interface PathRefusal {
@@ -54,14 +63,14 @@ function hexValue(c: number): number {
  * The normalized form of `path` (the part of a request target before `?`, starting with "/"),
  * or why it has none.
  */
-export function normalizePath(path: string, rules: PathsConfig): string | PathRefusal {
+export function normalizePath(path: string, rules: PathRules): string | PathRefusal {
   if (path.indexOf("%") === -1 && !(rules.mergeSlashes && path.indexOf("//") !== -1)) {
     return path;
   }
   return rewrite(path, rules);
 }
 
-function rewrite(path: string, rules: PathsConfig): string | PathRefusal {
+function rewrite(path: string, rules: PathRules): string | PathRefusal {
   const { mergeSlashes, escapedSlashes } = rules;
   let out = "";
   /** Start of the run of input not yet copied to `out`. */

@@ -3,12 +3,12 @@
  * example: what each mode makes of the paths that walked around a rule on `/admin/`.
  */
 import { describe, expect, it } from "vitest";
-import type { PathsConfig } from "../../src/config/types.js";
 import {
   ESCAPED_SLASH,
   MALFORMED_ESCAPE,
   normalizePath,
-} from "../../src/net/path-normalization.js";
+} from "../../src/base/path-normalization.js";
+import type { PathsConfig } from "../../src/config/types.js";
 
 const REJECT: PathsConfig = { mergeSlashes: true, escapedSlashes: "reject" };
 const UNESCAPE: PathsConfig = { mergeSlashes: true, escapedSlashes: "unescape" };
