@@ -13,7 +13,7 @@ import { BearerProxyError, type ErrorCode } from "../errors.js";
 import { CHECK_CREDENTIALS_HINT } from "./credential-hint.js";
 import { errorExcerpt } from "./error-excerpt.js";
 import { readResponseFields } from "./response-body.js";
-import { parseRetryAfter, sanitizeIdpText } from "./response-text.js";
+import { retryAfterSeconds, sanitizeIdpText } from "./response-text.js";
 
 /** A validated token response. */
 export interface TokenResponse {
@@ -280,9 +280,9 @@ function errorFromResponse(
   const rejected =
     (idpError !== undefined && REJECTION_ERRORS.has(idpError)) || status === 401 || status === 403;
   const code: ErrorCode = rejected ? "BP_ERR_TOKEN_REJECTED" : "BP_ERR_TOKEN_HTTP";
-  const retryAfterSeconds =
+  const retryAfter =
     status === 429 || status >= 500
-      ? parseRetryAfter(headerValue(headers["retry-after"]), context.wallNow())
+      ? retryAfterSeconds(headerValue(headers["retry-after"]), context.wallNow())
       : undefined;
 
   let reason: string;
@@ -305,7 +305,7 @@ function errorFromResponse(
   const hint = credentialsRefused ? (context.credentialsHint ?? CHECK_CREDENTIALS_HINT) : undefined;
   if (hint !== undefined) message += `; ${hint}`;
   return new BearerProxyError(code, message, {
-    ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+    ...(retryAfter === undefined ? {} : { retryAfterSeconds: retryAfter }),
     details: {
       status,
       idpError,

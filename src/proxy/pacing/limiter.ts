@@ -59,7 +59,7 @@ export interface Pacer {
   /**
    * The upstream said slow down (a 429/503 Retry-After): no request of this pacer (and, with
    * `pauseScope: credential`, of the pacers sharing its credential) goes before `untilMs` (the
-   * pacer's monotonic clock, e.g. `clock.now() + parseRetryAfter(...)`).
+   * pacer's monotonic clock, e.g. `clock.now() + pauseFromRetryAfter(...)`).
    */
   pause(untilMs: number, reason: PauseReason): void;
   /** For /status and metrics. */

@@ -1,7 +1,7 @@
 /**
  * "Slow down" from an upstream: a 429 or 503 with Retry-After pauses requests on this replica
  * until the time it named, cut to the receiving entry's `rateLimit.maxPause` (issue 26; issue 30
- * item 4). This file reads the header and keeps the pauses; the pacers (local-pacer.ts,
+ * item 4). This file turns the header into a pause and keeps the pauses; the pacers (local-pacer.ts,
  * shared-pacer.ts) hold requests while one runs.
  *
  * Who is paused is the receiving entry's `pauseScope`: `upstream` (the default) pauses that
@@ -9,70 +9,22 @@
  * `allow` lists and callers that merely share its client id; `credential` pauses every entry
  * spending the credential at that origin, for upstreams whose quota is the token's.
  */
+import { retryAfterMs } from "../../base/retry-after.js";
 
 /** Why an upstream asked us to wait: the status that carried the Retry-After. */
 export type PauseReason = "429" | "503";
 
-const DELTA_SECONDS = /^\d+$/;
-const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-// RFC 9110 §5.6.7: IMF-fixdate, then the two obsolete forms every recipient must still accept.
-const IMF_FIXDATE =
-  /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/;
-const RFC850_DATE =
-  /^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\d{2})-([A-Z][a-z]{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) GMT$/;
-const ASCTIME_DATE =
-  /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2}) (\d{4})$/;
-
 /**
- * Milliseconds to wait from a Retry-After value (RFC 9110 §10.2.3): delta-seconds or an
- * HTTP-date, compared with `nowWallMs` (a date in the past means 0). Undefined when absent or
- * unreadable: then there is no pause. Capped at `maxMs` (the entry's `rateLimit.maxPause`).
+ * How long a "slow down" pauses its entry: the Retry-After's wait (base/retry-after.ts), cut to
+ * `maxMs` (the entry's `rateLimit.maxPause`); undefined when absent or unreadable: no pause.
  */
-export function parseRetryAfter(
+export function pauseFromRetryAfter(
   value: string | readonly string[] | undefined,
   nowWallMs: number,
   maxMs: number,
 ): number | undefined {
-  // Node joins repeated fields into an array; a second Retry-After is a sender error, use the first.
-  const raw = typeof value === "string" ? value : value?.[0];
-  if (raw === undefined) return undefined;
-  const text = raw.trim();
-  if (DELTA_SECONDS.test(text)) return Math.min(Number(text) * 1000, maxMs);
-  const dateMs = parseHttpDate(text, nowWallMs);
-  if (dateMs === undefined) return undefined;
-  return Math.min(Math.max(0, dateMs - nowWallMs), maxMs);
-}
-
-/** An HTTP-date (any of the three forms) as epoch ms, or undefined. */
-export function parseHttpDate(text: string, nowWallMs: number): number | undefined {
-  let m = IMF_FIXDATE.exec(text);
-  if (m) return utc(Number(m[3]), m[2]!, m[1]!, m[4]!, m[5]!, m[6]!);
-  m = RFC850_DATE.exec(text);
-  if (m) {
-    // §5.6.7: a two-digit year more than 50 years ahead is the most recent past such year.
-    const nowYear = new Date(nowWallMs).getUTCFullYear();
-    let year = Math.floor(nowYear / 100) * 100 + Number(m[3]);
-    if (year > nowYear + 50) year -= 100;
-    return utc(year, m[2]!, m[1]!, m[4]!, m[5]!, m[6]!);
-  }
-  m = ASCTIME_DATE.exec(text);
-  if (m) return utc(Number(m[6]), m[1]!, m[2]!.trim(), m[3]!, m[4]!, m[5]!);
-  return undefined;
-}
-
-function utc(
-  year: number,
-  monthName: string,
-  day: string,
-  hours: string,
-  minutes: string,
-  seconds: string,
-): number | undefined {
-  const month = MONTHS.indexOf(monthName);
-  if (month < 0) return undefined;
-  const ms = Date.UTC(year, month, Number(day), Number(hours), Number(minutes), Number(seconds));
-  // Date.UTC rolls 31 Feb over into March: such a date is malformed, not a later one.
-  return new Date(ms).getUTCDate() === Number(day) ? ms : undefined;
+  const waitMs = retryAfterMs(value, nowWallMs);
+  return waitMs === undefined ? undefined : Math.min(waitMs, maxMs);
 }
 
 /** Pauses by key (an entry's, or a credential's at an origin), on the pacers' monotonic clock. */
