@@ -11,6 +11,12 @@
  */
 
 import { isWorthShowing, type RateLimitStatus, rateLimitStatus } from "../admin/status-pacing.js";
+import {
+  describeRedisTarget,
+  openRedisClient,
+  type RedisClientHandle,
+  redisClientTiming,
+} from "../base/redis-clients.js";
 import { rulesNameCallers } from "../callers/allow.js";
 import type { ProxyConfig, RedisCacheConfig, UpstreamConfig } from "../config/types.js";
 import { errorMessage } from "../errors.js";
@@ -29,11 +35,6 @@ import {
 import { createSharedPacer, type PacingRedis } from "../proxy/pacing/shared-pacer.js";
 import { createUpstreamPacing, type UpstreamPacing } from "../proxy/pacing/upstream-pacing.js";
 import { localCredentialKey } from "../token/credential-identity.js";
-import {
-  describeRedisTarget,
-  openRedisClient,
-  type RedisClientHandle,
-} from "../token/redis-clients.js";
 
 /** One configuration's pacing, by upstream name. */
 export interface PacingTable {
@@ -77,11 +78,7 @@ export function createPacers(
     redis ??= openRedisClient(
       settings,
       { onReady: () => {}, onError: () => {} },
-      {
-        connectTimeoutMs: Math.max(4 * settings.commandTimeoutMs, 2_000),
-        reconnectDelayMs: (retries) =>
-          Math.min(100 * 2 ** retries, 2_000) + Math.floor(Math.random() * 100),
-      },
+      redisClientTiming(settings.commandTimeoutMs),
     );
     const handle = redis;
     return () => (handle.isReady() ? (handle.client() as PacingRedis | undefined) : undefined);

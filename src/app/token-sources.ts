@@ -10,7 +10,7 @@ import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
 import { createRedisTokenCache } from "../token/redis-token-cache.js";
-import type { SharedTokenCache } from "../token/redis-types.js";
+import type { SharedTokenCache } from "../token/shared-token-cache.js";
 import { createSharedTokenSourceFactory } from "../token/shared-token-source.js";
 import { createTokenRegistry, type TokenRegistry } from "../token/token-registry.js";
 import { createPacers, type Pacers } from "./pacers.js";

@@ -5,6 +5,7 @@
  */
 
 import type { EscapedSlashes, PathRules } from "../base/path-normalization.js";
+import type { RedisSentinelTarget, RedisTarget } from "../base/redis-clients.js";
 
 export interface ListenSpec {
   host: string;
@@ -273,25 +274,11 @@ export type { EscapedSlashes };
 /** `paths` (schema.ts `Paths`): how request paths are normalized before routing. */
 export type PathsConfig = PathRules;
 
-/** Redis behind Sentinel (tokenCache.redis.sentinel). */
-export interface RedisSentinelConfig {
-  masterName: string;
-  /** Sentinel addresses, port defaulted to 26379. */
-  nodes: readonly { host: string; port: number }[];
-  username: string | undefined;
-  password: string | undefined;
-  sentinelUsername: string | undefined;
-  sentinelPassword: string | undefined;
-  tls: boolean;
-}
+/** Redis behind Sentinel (tokenCache.redis.sentinel); sentinel ports default to 26379. */
+export type RedisSentinelConfig = RedisSentinelTarget;
 
 /** The shared cache's Redis: exactly one of url, clusterNodes and sentinel is set. */
-export interface RedisCacheConfig {
-  /** One Redis node. */
-  url?: string | undefined;
-  /** Redis Cluster seed nodes (redis:// or rediss:// URLs sharing scheme and credentials). */
-  clusterNodes?: readonly string[] | undefined;
-  sentinel?: RedisSentinelConfig | undefined;
+export interface RedisCacheConfig extends RedisTarget {
   keyPrefix: string;
   lockTtlMs: number;
   commandTimeoutMs: number;

@@ -7,7 +7,7 @@
  * credential's key does not decrypt either.
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
-import type { SharedToken } from "./redis-types.js";
+import type { SharedToken } from "./shared-token-cache.js";
 import { isBearerTokenSyntax } from "./token-response.js";
 
 const FORMAT_VERSION = 1;

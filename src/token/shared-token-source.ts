@@ -14,8 +14,8 @@ import { notSharedReason, sharedCacheSecret } from "./client-auth/shared-cache-s
 import { type ClientCredentials, requestToken } from "./client-credentials.js";
 import { sharedCredentialKey } from "./credential-identity.js";
 import type { Dpop } from "./dpop/index.js";
-import type { SharedToken, SharedTokenCache } from "./redis-types.js";
 import { describeTokenUrl } from "./response-text.js";
+import type { SharedToken, SharedTokenCache } from "./shared-token-cache.js";
 import { createTokenSource, type FetchedToken, type TokenSourceOptions } from "./token-source.js";
 import type { TokenProvider } from "./types.js";
 

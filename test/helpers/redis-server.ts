@@ -6,7 +6,7 @@ import { createClient } from "redis";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import type { RedisCacheConfig } from "../../src/config/types.js";
 import { createLogger, type Logger } from "../../src/observability/logger.js";
-import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import type { SharedToken, SharedTokenCache } from "../../src/token/shared-token-cache.js";
 
 /**
  * A real redis-server on 127.0.0.1 for tests: no persistence, its own free port, stopped in

@@ -5,7 +5,11 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
-import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import type {
+  GetOrFetchArgs,
+  SharedToken,
+  SharedTokenCache,
+} from "../../src/token/shared-token-cache.js";
 import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
 import type { TokenProvider } from "../../src/token/types.js";
 import { FakeClock } from "../helpers/fake-clock.js";

@@ -3,7 +3,11 @@ import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { sharedCredentialKey } from "../../src/token/credential-identity.js";
 import { fingerprint } from "../../src/token/fingerprint.js";
-import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import type {
+  GetOrFetchArgs,
+  SharedToken,
+  SharedTokenCache,
+} from "../../src/token/shared-token-cache.js";
 import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
 import type { TokenProvider } from "../../src/token/types.js";
 import { FakeClock } from "../helpers/fake-clock.js";

@@ -8,7 +8,7 @@ import { createPrivateKey } from "node:crypto";
 import { Agent } from "undici";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { sharedCacheSecret } from "../../../src/token/client-auth/shared-cache-secret.js";
-import type { GetOrFetchArgs, SharedTokenCache } from "../../../src/token/redis-types.js";
+import type { GetOrFetchArgs, SharedTokenCache } from "../../../src/token/shared-token-cache.js";
 import { createSharedTokenSourceFactory } from "../../../src/token/shared-token-source.js";
 import type { TokenProvider } from "../../../src/token/types.js";
 import { makeTokenSpec } from "../../helpers/upstream-config.js";

@@ -3,6 +3,7 @@
  * engine plugs `getOrFetch` in where it would call the token endpoint; everything else about
  * Redis (locking, encryption, outages) stays behind this interface.
  */
+import type { RedisState } from "../base/redis-connection.js";
 
 /** A token as stored in Redis. Wall-clock times, because replicas share no monotonic clock. */
 export interface SharedToken {
@@ -14,9 +15,6 @@ export interface SharedToken {
   /** Wall-clock ms after which the token must not be used. */
   expiresAtWallMs: number;
 }
-
-/** "connecting" until the first connection attempt settles, then "up" or "down". */
-export type RedisCacheState = "up" | "down" | "connecting";
 
 export interface GetOrFetchArgs {
   /**
@@ -51,7 +49,7 @@ export interface SharedTokenCache {
    */
   getOrFetch(args: GetOrFetchArgs): Promise<SharedToken>;
   /** Connection state, for /status and metrics. */
-  state(): RedisCacheState;
+  state(): RedisState;
   /** Closes the Redis connection; getOrFetch then fetches locally. */
   close(): Promise<void>;
 }

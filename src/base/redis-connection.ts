@@ -1,24 +1,22 @@
 /**
- * The health of the shared token cache's Redis connection, whatever the topology
- * (redis-clients.ts opens the node-redis client). Every command is bounded by commandTimeoutMs
- * and never queued while offline, so a dead or slow Redis costs a request at most one timeout;
- * after a failure Redis is skipped until it reconnects or a short probe delay passes. State
- * changes are logged once per transition and mirrored in `bearer_proxy_redis_up`.
+ * The health of a Redis connection, whatever the topology (redis-clients.ts opens the
+ * node-redis client). Every command is bounded by commandTimeoutMs and never queued while
+ * offline, so a dead or slow Redis costs a request at most one timeout; after a failure Redis
+ * is skipped until it reconnects or a short probe delay passes. Each transition to up or down is
+ * told once (the shared token cache logs it and mirrors it in `bearer_proxy_redis_up`).
  */
-import type { RedisCacheConfig } from "../config/types.js";
-import { errorMessage } from "../errors.js";
-import type { Logger } from "../observability/logger.js";
-import type { Metrics } from "../observability/metrics.js";
-import { describeRedisTarget, openRedisClient, type RedisClientLike } from "./redis-clients.js";
-import type { RedisCacheState } from "./redis-types.js";
+import {
+  openRedisClient,
+  type RedisClientLike,
+  type RedisTarget,
+  redisClientTiming,
+} from "./redis-clients.js";
 
 /** After a failed command on a live socket (a slow Redis), skip Redis this long before retrying. */
 const PROBE_DELAY_MS = 1_000;
-/** Bound on opening a connection, and on the first requests' wait for it at start-up. */
-const MIN_CONNECT_TIMEOUT_MS = 2_000;
-const RECONNECT_BASE_MS = 100;
-const RECONNECT_MAX_MS = 2_000;
-const RECONNECT_JITTER_MS = 100;
+
+/** "connecting" until the first connection attempt settles, then "up" or "down". */
+export type RedisState = "up" | "down" | "connecting";
 
 /** The few commands the cache uses, typed loosely enough to not depend on node-redis generics. */
 export interface RedisCommands {
@@ -40,14 +38,21 @@ export class RedisUnavailableError extends Error {
 export interface RedisConnection {
   /** Runs commands against Redis, or throws RedisUnavailableError without waiting when it's down. */
   run<T>(work: (commands: RedisCommands) => Promise<T>): Promise<T>;
-  state(): RedisCacheState;
+  state(): RedisState;
   close(): Promise<void>;
 }
 
 export interface RedisConnectionOptions {
-  config: RedisCacheConfig;
-  logger: Logger;
-  metrics?: Metrics | undefined;
+  target: RedisTarget;
+  /** Bound on each command's reply; the connect timeout is derived from it (redisClientTiming). */
+  commandTimeoutMs: number;
+  /**
+   * Told once per transition to up or down (from `previous`), never after close; `reason` is
+   * the failure that took it down.
+   */
+  onStateChange?:
+    | ((next: "up" | "down", previous: RedisState, reason?: unknown) => void)
+    | undefined;
   /** Monotonic ms for the probe delay; default performance.now. */
   monotonicNow?: () => number;
 }
@@ -70,14 +75,13 @@ function withTimeout<T>(command: Promise<T>, timeoutMs: number): Promise<T> {
 
 /** Creates the client and starts connecting in the background; never throws on Redis errors. */
 export function connectRedis(options: RedisConnectionOptions): RedisConnection {
-  const { config, logger, metrics } = options;
+  const { target, commandTimeoutMs } = options;
   const now = options.monotonicNow ?? (() => performance.now());
-  const target = describeRedisTarget(config);
-  const connectTimeoutMs = Math.max(4 * config.commandTimeoutMs, MIN_CONNECT_TIMEOUT_MS);
-  let current: RedisCacheState = "connecting";
+  const timing = redisClientTiming(commandTimeoutMs);
+  const connectTimeoutMs = timing.connectTimeoutMs;
+  let current: RedisState = "connecting";
   let closed = false;
   let skipUntilMs = 0;
-  metrics?.redisUp.set(0);
 
   let settleFirstAttempt: () => void = () => {};
   const firstAttempt = new Promise<void>((resolve) => {
@@ -88,43 +92,25 @@ export function connectRedis(options: RedisConnectionOptions): RedisConnection {
     settleFirstAttempt();
     skipUntilMs = 0;
     if (current === "up" || closed) return;
-    logger.info(
-      { redis: target },
-      current === "down"
-        ? "redis token cache is reachable again; sharing tokens across replicas"
-        : "redis token cache connected",
-    );
+    const previous = current;
     current = "up";
-    metrics?.redisUp.set(1);
+    options.onStateChange?.("up", previous);
   }
 
   function markDown(reason: unknown): void {
     settleFirstAttempt();
     skipUntilMs = now() + PROBE_DELAY_MS;
     if (current === "down" || closed) return;
+    const previous = current;
     current = "down";
-    metrics?.redisUp.set(0);
-    logger.warn(
-      { redis: target, reason: errorMessage(reason) },
-      "redis token cache unavailable; fetching tokens locally until it is back",
-    );
+    options.onStateChange?.("down", previous, reason);
   }
 
-  const handle = openRedisClient(
-    config,
-    { onReady: markUp, onError: markDown },
-    {
-      connectTimeoutMs,
-      reconnectDelayMs: (retries) =>
-        Math.min(RECONNECT_BASE_MS * 2 ** retries, RECONNECT_MAX_MS) +
-        Math.floor(Math.random() * RECONNECT_JITTER_MS),
-    },
-  );
+  const handle = openRedisClient(target, { onReady: markUp, onError: markDown }, timing);
 
   // node-redis' own `timeout` command option only covers the wait before a command is written,
   // not the wait for its reply (a stopped or overloaded server), so bound each command here.
-  const bounded = <T>(command: Promise<T>): Promise<T> =>
-    withTimeout(command, config.commandTimeoutMs);
+  const bounded = <T>(command: Promise<T>): Promise<T> => withTimeout(command, commandTimeoutMs);
   const px = (ttlMs: number) => ({ type: "PX" as const, value: Math.max(1, Math.ceil(ttlMs)) });
   const commandsOf = (client: RedisClientLike): RedisCommands => ({
     get: (key) => bounded(client.get(key)),
@@ -149,7 +135,7 @@ export function connectRedis(options: RedisConnectionOptions): RedisConnection {
 
   return {
     async run(work) {
-      if (closed) throw new RedisUnavailableError("redis token cache is closed");
+      if (closed) throw new RedisUnavailableError("the redis connection is closed");
       // A cold replica waits for its first connection (refused: at once; unanswered: up to the
       // connect timeout) so that a burst right after a rollout still makes one token request.
       if (current === "connecting") await waitForFirstAttempt();
@@ -173,8 +159,7 @@ export function connectRedis(options: RedisConnectionOptions): RedisConnection {
       closed = true;
       current = "down";
       settleFirstAttempt();
-      metrics?.redisUp.set(0);
-      await handle.close(config.commandTimeoutMs);
+      await handle.close(commandTimeoutMs);
     },
   };
 }

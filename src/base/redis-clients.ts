@@ -1,13 +1,33 @@
 /**
- * The node-redis client for each Redis topology the shared cache supports: one node
- * (`createClient`), Redis Cluster (`createCluster`) and Sentinel (`createSentinel`), behind one
- * small handle. Credentials and TLS come from the config the same way for all three; offline
- * queues are off everywhere, so a command to a node that is down fails at once instead of
- * waiting for it. Health bookkeeping is redis-connection.ts's job; this file only opens,
- * reports and closes.
+ * The node-redis client for each Redis topology the house supports (`tokenCache.redis`: the
+ * shared token cache, and the shared pacers): one node (`createClient`), Redis Cluster
+ * (`createCluster`) and Sentinel (`createSentinel`), behind one small handle. Credentials and
+ * TLS come from the target the same way for all three; offline queues are off everywhere, so a
+ * command to a node that is down fails at once instead of waiting for it. Health bookkeeping is
+ * redis-connection.ts's job; this file only opens, reports and closes.
  */
 import { createRequire } from "node:module";
-import type { RedisCacheConfig, RedisSentinelConfig } from "../config/types.js";
+
+/** Redis behind Sentinel. */
+export interface RedisSentinelTarget {
+  masterName: string;
+  /** Sentinel addresses. */
+  nodes: readonly { host: string; port: number }[];
+  username: string | undefined;
+  password: string | undefined;
+  sentinelUsername: string | undefined;
+  sentinelPassword: string | undefined;
+  tls: boolean;
+}
+
+/** Where Redis is: exactly one of url, clusterNodes and sentinel is set. */
+export interface RedisTarget {
+  /** One Redis node. */
+  url?: string | undefined;
+  /** Redis Cluster seed nodes (redis:// or rediss:// URLs sharing scheme and credentials). */
+  clusterNodes?: readonly string[] | undefined;
+  sentinel?: RedisSentinelTarget | undefined;
+}
 
 /** The commands the cache sends, as every node-redis client type offers them. */
 export interface RedisClientLike {
@@ -40,6 +60,25 @@ export interface RedisClientHandle {
   isReady(): boolean;
   /** Closes gracefully within `timeoutMs`, then forcibly. */
   close(timeoutMs: number): Promise<void>;
+}
+
+/** Bound on opening a connection (and on a cold start's wait for it), at least this. */
+const MIN_CONNECT_TIMEOUT_MS = 2_000;
+const RECONNECT_BASE_MS = 100;
+const RECONNECT_MAX_MS = 2_000;
+const RECONNECT_JITTER_MS = 100;
+
+/**
+ * The timing every client of the house uses: connecting is bounded by four command timeouts
+ * (at least 2 s), reconnects back off exponentially from 100 ms to 2 s, with jitter.
+ */
+export function redisClientTiming(commandTimeoutMs: number): RedisClientTiming {
+  return {
+    connectTimeoutMs: Math.max(4 * commandTimeoutMs, MIN_CONNECT_TIMEOUT_MS),
+    reconnectDelayMs: (retries) =>
+      Math.min(RECONNECT_BASE_MS * 2 ** retries, RECONNECT_MAX_MS) +
+      Math.floor(Math.random() * RECONNECT_JITTER_MS),
+  };
 }
 
 /**
@@ -77,8 +116,8 @@ export function describeRedisUrl(url: string): string {
   }
 }
 
-/** Where the cache's Redis is, for logs and /status: never credentials. */
-export function describeRedisTarget(config: RedisCacheConfig): string {
+/** Where Redis is, for logs and /status: never credentials. */
+export function describeRedisTarget(config: RedisTarget): string {
   if (config.clusterNodes) {
     return `redis cluster ${config.clusterNodes.map(describeRedisUrl).join(",")}`;
   }
@@ -91,7 +130,7 @@ export function describeRedisTarget(config: RedisCacheConfig): string {
 
 /** Creates the client for `config`'s topology and starts connecting; never throws on Redis errors. */
 export function openRedisClient(
-  config: RedisCacheConfig,
+  config: RedisTarget,
   events: RedisClientEvents,
   timing: RedisClientTiming,
 ): RedisClientHandle {
@@ -198,7 +237,7 @@ function checkAllSlotsServed(client: NodeRedisClient): void {
 
 /** The sentinels' options: their own credentials, the same TLS setting as the data nodes. */
 function createSentinelClient(
-  config: RedisSentinelConfig,
+  config: RedisSentinelTarget,
   socket: SocketTiming,
   events: RedisClientEvents,
 ): NodeRedisClient {
