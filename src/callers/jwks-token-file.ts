@@ -13,8 +13,8 @@
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
+import { fingerprint } from "../base/fingerprint.js";
 import { ConfigError } from "../errors.js";
-import { fingerprint } from "../token/fingerprint.js";
 import { isBearerTokenSyntax } from "../token/token-response.js";
 
 const FIELD = "callers.kubernetes.jwksTokenFile";

@@ -10,8 +10,8 @@
  * identity, so two tenants sharing a client id got each other's token from Redis — issue 14.)
  */
 import { createHash } from "node:crypto";
+import { hashValue } from "../base/fingerprint.js";
 import type { SecretSource, TokenEndpointSpec, UpstreamConfig } from "../config/types.js";
-import { hashValue } from "./fingerprint.js";
 
 /** How secret values appear in an identity. */
 export interface IdentityOptions {

@@ -14,6 +14,7 @@
 
 import { randomBytes } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
+import { fingerprint, hashValue } from "../base/fingerprint.js";
 import { describeRedisTarget } from "../base/redis-clients.js";
 import {
   connectRedis,
@@ -25,7 +26,6 @@ import type { RedisCacheConfig } from "../config/types.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
-import { fingerprint, hashValue } from "./fingerprint.js";
 import { decryptToken, deriveTokenKey, encryptToken } from "./redis-crypto.js";
 import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "./shared-token-cache.js";
 

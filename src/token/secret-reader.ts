@@ -7,10 +7,10 @@
 import { readFile } from "node:fs/promises";
 import { type Clock, systemClock } from "../base/clock.js";
 import { pollFiles, statSignature } from "../base/file-poll.js";
+import { hashValue } from "../base/fingerprint.js";
 import type { SecretSource, TokenEndpointSpec } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
 import { keyMaterialFiles } from "./client-auth/index.js";
-import { hashValue } from "./fingerprint.js";
 
 /** A credential as read right now. */
 export interface Credentials {

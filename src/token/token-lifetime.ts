@@ -3,8 +3,9 @@
  * server may have issued the token at any moment since), a safety margin keeps us clear of the
  * server's expiry, and the refresh point is drawn at random so replicas do not refresh together.
  */
+
+import { fingerprint } from "../base/fingerprint.js";
 import type { TokenPolicy } from "../config/types.js";
-import { fingerprint } from "./fingerprint.js";
 import type { TokenResponse } from "./token-response.js";
 import type { AccessToken } from "./types.js";
 

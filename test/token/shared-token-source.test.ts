@@ -1,8 +1,8 @@
 /** The token source behind the Redis-shared cache: lifetimes of shared tokens, 401 handling, keys. */
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
+import { fingerprint } from "../../src/base/fingerprint.js";
 import { sharedCredentialKey } from "../../src/token/credential-identity.js";
-import { fingerprint } from "../../src/token/fingerprint.js";
 import type {
   GetOrFetchArgs,
   SharedToken,
