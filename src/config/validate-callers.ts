@@ -5,10 +5,10 @@
  * rule that silently matches nobody (or, worse, a route left open).
  */
 import { readFile } from "node:fs/promises";
+import { parseBearerTokenFile } from "../base/bearer-token.js";
 import { parseCidr } from "../base/cidr.js";
 import { isLoopbackListenHost } from "../base/loopback.js";
 import { parseHtpasswd } from "../callers/htpasswd.js";
-import { parseBearerTokenFile } from "../callers/jwks-token-file.js";
 import { describeValue, type IssueList, type IssuePath, isObject } from "./issues.js";
 import { type PathContext, resolveFilePath } from "./normalize.js";
 

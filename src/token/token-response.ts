@@ -8,6 +8,8 @@
  * break or inject a header, or is not a bearer token, is still refused; a DPoP token (RFC 9449)
  * is taken only from an upstream with `dpop` set, and there it is the only kind taken.
  */
+
+import { isBearerTokenSyntax } from "../base/bearer-token.js";
 import { DEFAULT_ACCEPT_TOKEN_TYPES, NON_BEARER_TOKEN_TYPES } from "../config/token-types.js";
 import { BearerProxyError, type ErrorCode } from "../errors.js";
 import { CHECK_CREDENTIALS_HINT } from "./credential-hint.js";
@@ -40,21 +42,6 @@ export interface TokenResponseNote {
 
 /** expires_in above this is clamped (and flagged, so the caller can warn). */
 export const MAX_EXPIRES_IN_SECONDS = 24 * 60 * 60;
-
-/**
- * What may follow `Bearer ` in an Authorization header: visible ASCII without space. Wider than
- * RFC 6750 §2.1's b64token because Salesforce tokens contain `!`; still nothing that could end,
- * split or extend the header (no space, control, CR/LF, DEL or non-ASCII).
- */
-const BEARER_TOKEN = /^[\x21-\x7e]+$/;
-
-/**
- * Whether `value` may be sent as `Authorization: Bearer <value>`. The one rule for every place
- * that checks a token: token responses, the Redis cache reader, header injection.
- */
-export function isBearerTokenSyntax(value: string): boolean {
-  return BEARER_TOKEN.test(value);
-}
 
 /** RFC 6749 §5.2 codes that mean our configuration is wrong: retrying soon cannot help. */
 const REJECTION_ERRORS = new Set([

@@ -9,9 +9,9 @@
  * `authorization(token)`: `DPoP <token>`.
  */
 
+import { isBearerTokenSyntax } from "../../base/bearer-token.js";
 import type { Clock } from "../../base/clock.js";
 import type { BearerProxyError } from "../../errors.js";
-import { isBearerTokenSyntax } from "../token-response.js";
 import { type DpopAlgorithm, type DpopKey, type DpopKeySpec, loadDpopKey } from "./dpop-key.js";
 import {
   createNonceStore,
