@@ -1,7 +1,7 @@
 import bcrypt from "bcryptjs";
 import { describe, expect, it } from "vitest";
-import { parseHtpasswd } from "../../src/callers/htpasswd.js";
-import { asHtpasswdB, hashPassword } from "./helpers.js";
+import { parseHtpasswd } from "../../src/base/htpasswd.js";
+import { asHtpasswdB, hashPassword } from "../callers/helpers.js";
 
 describe("parseHtpasswd", () => {
   it("reads $2y$ (htpasswd -B), $2a$ and $2b$ users; skips comments and blank lines", async () => {
