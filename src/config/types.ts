@@ -5,6 +5,7 @@
  */
 
 import type { EscapedSlashes, PathRules } from "../base/path-normalization.js";
+import type { JwsAlgorithm } from "../base/private-key.js";
 import type { RedisSentinelTarget, RedisTarget } from "../base/redis-clients.js";
 
 export interface ListenSpec {
@@ -47,7 +48,7 @@ export type ClientAuthMethod =
   | "tls-client-auth";
 
 /** Signing algorithms of `private-key-jwt` assertions (RFC 7518 §3, RFC 8037). */
-export type AssertionAlgorithm = "RS256" | "PS256" | "ES256" | "EdDSA";
+export type AssertionAlgorithm = JwsAlgorithm;
 
 /** `clientAuth: private-key-jwt`: the key and the assertion it signs (RFC 7523 §2.2). */
 export interface PrivateKeyJwtSpec {

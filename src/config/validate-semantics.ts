@@ -7,8 +7,8 @@
 import type { KeyObject } from "node:crypto";
 import { constants } from "node:fs";
 import { access, stat } from "node:fs/promises";
+import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "../base/dpop-key-check.js";
 import { HOP_BY_HOP_HEADERS } from "../base/hop-by-hop.js";
-import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "../token/dpop/key-problem.js";
 import { KNOWN_API_VERSIONS } from "./api-versions.js";
 import { SETTINGS } from "./env-overrides.js";
 import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";

@@ -1,12 +1,11 @@
 /**
  * Whether a private key can sign DPoP proofs (RFC 9449 §4.2), and with which algorithm:
- * private-key-jwt's checks (client-auth/jws.ts) plus what a proof needs beyond an assertion.
- * The key loader (dpop-key.ts) and the start-up check (config/validate-semantics.ts) both ask
- * here, so a key refused at start is refused for the same reason when it is re-read.
+ * private-key-jwt's checks (private-key.ts) plus what a proof needs beyond an assertion.
+ * The key loader (token/dpop/dpop-key.ts) and the start-up check (config/validate-semantics.ts)
+ * both ask here, so a key refused at start is refused for the same reason when it is re-read.
  */
 import type { KeyObject } from "node:crypto";
-import type { AssertionAlgorithm } from "../../config/types.js";
-import { signingAlgorithm } from "../client-auth/jws.js";
+import { type JwsAlgorithm, signingAlgorithm } from "./private-key.js";
 
 /** What a DPoP key may be, for messages. */
 export const DPOP_KEYS_SUPPORTED =
@@ -18,8 +17,8 @@ export const DPOP_KEYS_SUPPORTED =
  */
 export function dpopSigningAlgorithm(
   key: KeyObject,
-  configured: AssertionAlgorithm | undefined,
-): { algorithm: AssertionAlgorithm; problem?: undefined } | { problem: string } {
+  configured: JwsAlgorithm | undefined,
+): { algorithm: JwsAlgorithm; problem?: undefined } | { problem: string } {
   const chosen = signingAlgorithm(key, configured, "a proof");
   if (chosen.problem !== undefined) return chosen;
   // Ed448 passes keyProblem (assertions allow it), but resource servers verify Ed25519 only;
