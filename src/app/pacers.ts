@@ -18,6 +18,7 @@ import {
   redisClientTiming,
 } from "../base/redis-clients.js";
 import { rulesNameCallers } from "../callers/allow.js";
+import { localCredentialKey } from "../config/credential-identity.js";
 import type { ProxyConfig, RedisCacheConfig, UpstreamConfig } from "../config/types.js";
 import { errorMessage } from "../errors.js";
 import { createLogThrottle } from "../observability/log-throttle.js";
@@ -34,7 +35,6 @@ import {
 } from "../proxy/pacing/pause.js";
 import { createSharedPacer, type PacingRedis } from "../proxy/pacing/shared-pacer.js";
 import { createUpstreamPacing, type UpstreamPacing } from "../proxy/pacing/upstream-pacing.js";
-import { localCredentialKey } from "../token/credential-identity.js";
 
 /** One configuration's pacing, by upstream name. */
 export interface PacingTable {

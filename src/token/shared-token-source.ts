@@ -8,11 +8,12 @@
  * another `dpop.keyFile` never gets it. An ephemeral key is made per process, so no other
  * replica could use its tokens: they are not shared at all.
  */
+
+import { sharedCredentialKey } from "../config/credential-identity.js";
 import type { TokenEndpointSpec } from "../config/types.js";
 import { BearerProxyError } from "../errors.js";
 import { notSharedReason, sharedCacheSecret } from "./client-auth/shared-cache-secret.js";
 import { type ClientCredentials, requestToken } from "./client-credentials.js";
-import { sharedCredentialKey } from "./credential-identity.js";
 import type { Dpop } from "./dpop/index.js";
 import { describeTokenUrl } from "./response-text.js";
 import type { SharedToken, SharedTokenCache } from "./shared-token-cache.js";

@@ -2,7 +2,7 @@
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { fingerprint } from "../../src/base/fingerprint.js";
-import { sharedCredentialKey } from "../../src/token/credential-identity.js";
+import { sharedCredentialKey } from "../../src/config/credential-identity.js";
 import type {
   GetOrFetchArgs,
   SharedToken,

@@ -8,10 +8,14 @@
  * fields: a field added to the spec is part of the identity without anyone remembering to add it.
  * (Two hand-kept lists drifted once: the Redis key left out token headers and the TLS client
  * identity, so two tenants sharing a client id got each other's token from Redis — issue 14.)
+ *
+ * A function of the configuration alone, so it lives with it: config counts distinct
+ * credentials by it (readiness-defaults.ts), the token room keys its registry and Redis by it,
+ * and the pacers key a credential's pauses by it.
  */
 import { createHash } from "node:crypto";
 import { hashValue } from "../base/fingerprint.js";
-import type { SecretSource, TokenEndpointSpec, UpstreamConfig } from "../config/types.js";
+import type { SecretSource, TokenEndpointSpec, UpstreamConfig } from "./types.js";
 
 /** How secret values appear in an identity. */
 export interface IdentityOptions {
