@@ -266,7 +266,7 @@ function messageOf(error: unknown): string {
 }
 
 /**
- * Sustained overload (proxy/overload.ts): refusals over limits.maxInFlight for
+ * Sustained overload (base/process-load.ts): refusals over limits.maxInFlight for
  * limits.sustainedOverload make the replica unready, so a gateway sheds load to its peers.
  */
 function overloadCondition(lifecycle: Lifecycle, sustainedMs: number): ReadinessCondition {

@@ -3,9 +3,10 @@
  * (waiting requests, budgets, next turn), any pause the upstream imposed with its end time, and
  * the retry budget's window. Built from the pacer's own state, never from request data.
  */
+
+import type { WaitingLimits, WaitingState } from "../base/waiting-room.js";
 import type { RateLimitConfig, RetryConfig } from "../config/types.js";
 import type { PacerState } from "../proxy/pacing/limiter.js";
-import type { WaitingLimits, WaitingState } from "../proxy/pacing/waiting-room.js";
 
 /**
  * Requests waiting for a pacing turn or an upstream's pause, over every upstream (issue 30

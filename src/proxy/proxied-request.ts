@@ -157,7 +157,7 @@ export class ProxiedRequest {
     return this.hasBody;
   }
 
-  /** Waiting for a pacing turn: out of its load meanwhile (pacing/waiting-room.ts). */
+  /** Waiting for a pacing turn: out of its load meanwhile (base/waiting-room.ts). */
   leaveLoad(): void {
     this.ctx.leaveLoad(this);
   }

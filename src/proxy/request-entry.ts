@@ -87,7 +87,7 @@ export function createRequestEntry(deps: EntryDeps): RequestEntry {
       lifecycle.load.leave();
     },
     resumeLoad(request) {
-      // It held a slot when it arrived: counted again whatever the load (overload.ts readmit).
+      // It held a slot when it arrived: counted again whatever the load (base/process-load.ts readmit).
       lifecycle.load.readmit();
       request.admitted = true;
       return true;

@@ -8,6 +8,7 @@
  * with no place (limits.maxWaiting, maxWaitingPerCaller) it is answered 429 at once.
  */
 import { beforeEach, describe, expect, it } from "vitest";
+import { createWaitingRoom } from "../../src/base/waiting-room.js";
 import type { RateLimitConfig } from "../../src/config/types.js";
 import type { ProxyErrorCode } from "../../src/errors.js";
 import { createMetrics } from "../../src/observability/metrics.js";
@@ -22,7 +23,6 @@ import {
   createUpstreamPacing,
   type UpstreamPacing,
 } from "../../src/proxy/pacing/upstream-pacing.js";
-import { createWaitingRoom } from "../../src/proxy/pacing/waiting-room.js";
 import { FakeClock } from "../helpers/fake-clock.js";
 
 /** 10 per second, strictly even (one every 100 ms), up to 250 ms of wait. */

@@ -6,7 +6,7 @@
  * the RateLimit fields. Plain requests (request-dispatch.ts) and Upgrade handshakes (upgrade.ts)
  * pass this one gate: a handshake is a request the upstream counts like any other.
  *
- * A request the pacer must hold takes a place in the waiting room first (waiting-room.ts,
+ * A request the pacer must hold takes a place in the waiting room first (base/waiting-room.ts,
  * issue 30 item 3) and leaves its load (`maxInFlight` / `maxUpgrades`) while it waits; with no
  * place it is answered 429 `rate_limited` at once. When its turn comes it gives the place back
  * and re-enters its load before the exchange starts.
@@ -15,11 +15,11 @@
  * the fast path stays one synchronous call with one small object made per request.
  */
 import { addressLabel } from "../../base/peer-address.js";
+import type { WaitingBound, WaitingLimits, WaitingRoom } from "../../base/waiting-room.js";
 import type { ProxyErrorCode } from "../../errors.js";
 import { type Admission, PacerClosedError } from "./limiter.js";
 import { rateLimitValue } from "./ratelimit-headers.js";
 import type { GateRefusalReason, UpstreamPacing } from "./upstream-pacing.js";
-import type { WaitingBound, WaitingLimits, WaitingRoom } from "./waiting-room.js";
 
 /** A request at the gate, as the gate sees it. */
 export interface PacedRequest {

@@ -9,6 +9,9 @@
  * this room instead: `limits.maxWaiting` all together, `limits.maxWaitingPerCaller` for one
  * caller (so one caller can't take every place); beyond either, the request is answered 429
  * `rate_limited` at once. The memory a waiting request costs is measured in the README.
+ *
+ * Process-wide like the load (process-load.ts): the lifecycle holds one of each, and the pacing
+ * gate asks this one for a place.
  */
 
 /** Which bound refused a place. */

@@ -15,10 +15,10 @@ export interface ProcessLoad {
   /** Admits a request unless `limit` (> 0) are in flight already; a refusal is recorded. */
   tryEnter(limit: number): boolean;
   /**
-   * A request that left while it waited for a pacing turn (pacing/waiting-room.ts) is back with
+   * A request that left while it waited for a pacing turn (waiting-room.ts) is back with
    * its turn: counted again whatever the load. It held a slot when it arrived, and refusing it
    * now would waste the turn it waited for; a new request meanwhile sees the count and is
-   * refused as usual (which is what /readyz watches). Not for upgrades: see upgrade.ts.
+   * refused as usual (which is what /readyz watches). Not for upgrades: see proxy/upgrade-entry.ts.
    */
   readmit(): void;
   /** An admitted request finished (or started waiting). */
