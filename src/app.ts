@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { buildCallerSources } from "./app/caller-sources.js";
 import { buildGeneration, type LiveGeneration } from "./app/generation.js";
-import { createReloader, type ReloadOutcome } from "./app/reloader.js";
+import { createReloader } from "./app/reloader.js";
 import { createRunControl } from "./app/run.js";
 import { buildAdminServer, buildProxyServers } from "./app/servers.js";
 import { buildTokenSources } from "./app/token-sources.js";
@@ -18,9 +18,8 @@ import { createMetrics, type Metrics } from "./observability/metrics.js";
 import type { Tracing } from "./observability/tracing.js";
 import type { ProxyServer } from "./proxy/proxy-server.js";
 import type { ReloadTrigger } from "./reload/config-watcher.js";
+import type { ReloadOutcome } from "./reload/reload-on-change.js";
 import type { TokenRegistry } from "./token/token-registry.js";
-
-export type { ReloadOutcome } from "./app/reloader.js";
 
 export interface AppDeps {
   logger: Logger;
