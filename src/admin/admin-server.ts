@@ -11,13 +11,13 @@ import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { RateLimitStatus } from "../pacing/pacing-status.js";
 import type { TokenMode } from "../token/token-registry.js";
 import type { TokenStatus } from "../token/types.js";
 import { LAZY_SCHEMA_COMPILERS } from "./lazy-schema-compilers.js";
 import { quitRefusal } from "./quit-guard.js";
 import type { ReadinessCondition } from "./readiness.js";
 import { createScrubber, type Scrubber } from "./redact.js";
-import type { RateLimitStatus } from "./status-pacing.js";
 import type { LastReload } from "./status-report.js";
 import { registerStatusRoutes } from "./status-routes.js";
 

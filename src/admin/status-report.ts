@@ -14,11 +14,11 @@ import { isPolicyRefusal } from "../errors.js";
 import type { LifecyclePhase } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { RateSeries, RecentRate } from "../observability/request-rates.js";
+import type { RateLimitStatus, WaitingStatus } from "../pacing/pacing-status.js";
 import { tokenNotSharedReason } from "../token/shared-token-source.js";
 import type { TokenMode } from "../token/token-registry.js";
 import type { TokenOrigin, TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
-import type { RateLimitStatus, WaitingStatus } from "./status-pacing.js";
 import {
   applyStatusQuery,
   isProblem,
@@ -237,7 +237,7 @@ export interface UpstreamSnapshot {
   config: UpstreamConfig;
   status: TokenStatus;
   mode: TokenMode;
-  /** The upstream's pacing status by name (status-pacing.ts), read for the page's rows only. */
+  /** The upstream's pacing status by name (pacing/pacing-status.ts), read for the page's rows only. */
   rateLimitOf?: ((upstreamName: string) => RateLimitStatus | undefined) | undefined;
 }
 

@@ -10,6 +10,7 @@ import type { CallersStatus } from "../callers/types.js";
 import type { LimitsConfig, ReadinessConfig } from "../config/types.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
+import { waitingStatus } from "../pacing/pacing-status.js";
 import {
   blocksReadiness,
   evaluateReadiness,
@@ -19,7 +20,6 @@ import {
 import { type Scrubber, scrubDeep } from "./redact.js";
 import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
 import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
-import { waitingStatus } from "./status-pacing.js";
 import {
   renderStatusFragment,
   renderStatusPage,

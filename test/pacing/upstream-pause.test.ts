@@ -6,15 +6,15 @@
  */
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Admission } from "../../src/proxy/pacing/limiter.js";
-import { createLocalPacer } from "../../src/proxy/pacing/local-pacer.js";
+import type { Admission } from "../../src/pacing/limiter.js";
+import { createLocalPacer } from "../../src/pacing/local-pacer.js";
 import {
   createEntryPauses,
   createPauseTable,
   entryPauseKey,
   type PauseTable,
   pauseFromRetryAfter,
-} from "../../src/proxy/pacing/pause.js";
+} from "../../src/pacing/pause.js";
 import { FakeClock } from "../helpers/fake-clock.js";
 import { type LimitedUpstream, startLimitedUpstream } from "../helpers/limited-upstream.js";
 import { createTestPki } from "../helpers/tls.js";

@@ -6,9 +6,9 @@
  * for a turn like a first attempt does at the pacing stage: the upstream counts every copy.
  */
 import { firstFieldValue, type RawHeaders } from "../../net/raw-headers.js";
-import type { Admission } from "../pacing/limiter.js";
-import { pauseFromRetryAfter } from "../pacing/pause.js";
-import type { UpstreamPacing } from "../pacing/upstream-pacing.js";
+import type { Admission } from "../../pacing/limiter.js";
+import { pauseFromRetryAfter } from "../../pacing/pause.js";
+import type { UpstreamPacing } from "../../pacing/upstream-pacing.js";
 import type { Exchange } from "./exchange.js";
 import { type AttemptHandler, ExchangeLayer } from "./layer.js";
 

@@ -7,9 +7,9 @@
  */
 import type { Dispatcher } from "undici";
 import type { UpstreamConfig } from "../../config/types.js";
+import type { UpstreamPacing } from "../../pacing/upstream-pacing.js";
 import type { TokenProvider } from "../../token/types.js";
 import { CredentialWriter } from "../credential.js";
-import type { UpstreamPacing } from "../pacing/upstream-pacing.js";
 import { createHeaderInjector, type HeaderInjector } from "./forwarded-headers.js";
 
 export interface RouteSources {

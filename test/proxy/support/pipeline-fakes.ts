@@ -23,14 +23,11 @@ import type {
   TracedRequest,
   Tracing,
 } from "../../../src/observability/tracing.js";
+import type { Admission, Pacer, PacerState } from "../../../src/pacing/limiter.js";
+import type { PauseReason } from "../../../src/pacing/pause.js";
+import { createUpstreamPacing, type UpstreamPacing } from "../../../src/pacing/upstream-pacing.js";
 import { Exchange, type ExchangeLayers } from "../../../src/proxy/exchange/exchange.js";
 import type { AttemptHandler } from "../../../src/proxy/exchange/layer.js";
-import type { Admission, Pacer, PacerState } from "../../../src/proxy/pacing/limiter.js";
-import type { PauseReason } from "../../../src/proxy/pacing/pause.js";
-import {
-  createUpstreamPacing,
-  type UpstreamPacing,
-} from "../../../src/proxy/pacing/upstream-pacing.js";
 import type { Flow } from "../../../src/proxy/pipeline/pipeline.js";
 import {
   type FailExtra,

@@ -9,7 +9,7 @@
  * `allow` lists and callers that merely share its client id; `credential` pauses every entry
  * spending the credential at that origin, for upstreams whose quota is the token's.
  */
-import { retryAfterMs } from "../../base/retry-after.js";
+import { retryAfterMs } from "../base/retry-after.js";
 
 /** Why an upstream asked us to wait: the status that carried the Retry-After. */
 export type PauseReason = "429" | "503";

@@ -10,31 +10,30 @@
  * requests of the old configuration are done (`retain`).
  */
 
-import { isWorthShowing, type RateLimitStatus, rateLimitStatus } from "../admin/status-pacing.js";
 import {
   describeRedisTarget,
   openRedisClient,
   type RedisClientHandle,
   redisClientTiming,
 } from "../base/redis-clients.js";
-import { rulesNameCallers } from "../callers/allow.js";
 import { localCredentialKey } from "../config/credential-identity.js";
 import type { ProxyConfig, RedisCacheConfig, UpstreamConfig } from "../config/types.js";
 import { errorMessage } from "../errors.js";
 import { createLogThrottle } from "../observability/log-throttle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
-import type { Pacer } from "../proxy/pacing/limiter.js";
-import { createLocalPacer } from "../proxy/pacing/local-pacer.js";
+import type { Pacer } from "./limiter.js";
+import { createLocalPacer } from "./local-pacer.js";
+import { isWorthShowing, type RateLimitStatus, rateLimitStatus } from "./pacing-status.js";
 import {
   createEntryPauses,
   createPauseTable,
   credentialPauseKey,
   entryPauseKey,
   type PauseKeys,
-} from "../proxy/pacing/pause.js";
-import { createSharedPacer, type PacingRedis } from "../proxy/pacing/shared-pacer.js";
-import { createUpstreamPacing, type UpstreamPacing } from "../proxy/pacing/upstream-pacing.js";
+} from "./pause.js";
+import { createSharedPacer, type PacingRedis } from "./shared-pacer.js";
+import { createUpstreamPacing, type UpstreamPacing } from "./upstream-pacing.js";
 
 /** One configuration's pacing, by upstream name. */
 export interface PacingTable {
@@ -57,11 +56,18 @@ export interface Pacers {
 /** A Redis failure is logged at warn at most this often (each pacer reports one per second). */
 const REDIS_WARN_INTERVAL_MS = 60_000;
 
-export function createPacers(
-  config: ProxyConfig,
-  deps: { logger: Logger; metrics: Metrics },
-): Pacers {
-  const { logger, metrics } = deps;
+export interface PacersDeps {
+  logger: Logger;
+  metrics: Metrics;
+  /**
+   * Whether an `allow` rule of the upstream identifies callers (user, serviceAccount,
+   * namespace), so that `rateLimit.by: caller` has callers to count by: the callers room knows.
+   */
+  namesCallers(upstream: UpstreamConfig): boolean;
+}
+
+export function createPacers(config: ProxyConfig, deps: PacersDeps): Pacers {
+  const { logger, metrics, namesCallers } = deps;
   const pauses = createPauseTable();
   /** Every pacing built and not closed yet, by upstream name and settings. */
   const built = new Map<string, UpstreamPacing>();
@@ -121,7 +127,7 @@ export function createPacers(
         pauses: entryPauses,
       });
     }
-    if (rateLimit?.by === "caller" && !rulesNameCallers(upstream.allow)) {
+    if (rateLimit?.by === "caller" && !namesCallers(upstream)) {
       logger.info(
         { upstream: upstream.name },
         "rateLimit.by is caller, but no allow rule of this upstream identifies callers (user, serviceAccount, namespace): each peer address gets its own budget",
@@ -145,7 +151,7 @@ export function createPacers(
         credential: credentialPauseKey(upstream.origin, localCredentialKey(upstream)),
         scope: upstream.pause.scope,
       };
-      const key = settingsKey(upstream, pauseKeys);
+      const key = settingsKey(upstream, pauseKeys, namesCallers);
       let pacing = built.get(key);
       if (pacing === undefined) {
         pacing = build(upstream, pauseKeys);
@@ -197,7 +203,11 @@ export function createPacers(
 }
 
 /** Everything a pacer is built from: a change to any of it builds a new one. */
-function settingsKey(upstream: UpstreamConfig, pauseKeys: PauseKeys): string {
+function settingsKey(
+  upstream: UpstreamConfig,
+  pauseKeys: PauseKeys,
+  namesCallers: PacersDeps["namesCallers"],
+): string {
   return JSON.stringify([
     upstream.name,
     pauseKeys,
@@ -205,7 +215,7 @@ function settingsKey(upstream: UpstreamConfig, pauseKeys: PauseKeys): string {
     upstream.rateLimit ?? null,
     upstream.retry,
     // The start line about `by: caller` depends on the rules.
-    upstream.rateLimit?.by === "caller" ? rulesNameCallers(upstream.allow) : null,
+    upstream.rateLimit?.by === "caller" ? namesCallers(upstream) : null,
   ]);
 }
 

@@ -3,8 +3,9 @@
  * (and body) are in hand and right before the exchange: a free turn goes on at once
  * (synchronously), a request over the limit waits for its turn within `rateLimit.wait` (or an
  * upstream's pause), and one whose turn would come later is refused 429 with Retry-After and
- * the RateLimit fields. Plain requests (request-dispatch.ts) and Upgrade handshakes (upgrade.ts)
- * pass this one gate: a handshake is a request the upstream counts like any other.
+ * the RateLimit fields. Plain requests and Upgrade handshakes pass this one gate (the proxy's
+ * pacing stage, proxy/pipeline/pacing-stage.ts): a handshake is a request the upstream counts
+ * like any other.
  *
  * A request the pacer must hold takes a place in the waiting room first (base/waiting-room.ts,
  * issue 30 item 3) and leaves its load (`maxInFlight` / `maxUpgrades`) while it waits; with no
@@ -14,9 +15,9 @@
  * The gate decides; the request answers. What it needs of a request is {@link PacedRequest}, so
  * the fast path stays one synchronous call with one small object made per request.
  */
-import { addressLabel } from "../../base/peer-address.js";
-import type { WaitingBound, WaitingLimits, WaitingRoom } from "../../base/waiting-room.js";
-import type { ProxyErrorCode } from "../../errors.js";
+import { addressLabel } from "../base/peer-address.js";
+import type { WaitingBound, WaitingLimits, WaitingRoom } from "../base/waiting-room.js";
+import type { ProxyErrorCode } from "../errors.js";
 import { type Admission, PacerClosedError } from "./limiter.js";
 import { rateLimitValue } from "./ratelimit-headers.js";
 import type { GateRefusalReason, UpstreamPacing } from "./upstream-pacing.js";

@@ -1,15 +1,15 @@
 /**
  * One upstream's pacing as the request walk sees it (issue 26): its pacer (the gate before
  * dispatch), its retry policy and budget (used inside the exchange), the `RateLimit-Policy` it
- * advertises, and the metrics both feed. The app builds one per upstream (app/pacers.ts) and
+ * advertises, and the metrics both feed. The pacers build one per upstream (pacers.ts) and
  * keeps it across reloads while the upstream's settings stay the same.
  *
  * The hot path stays cheap: an admission at once touches no metric (prom-client hashes its
  * labels on every update); the wait histogram sees only requests that had to wait, refusals and
  * retries are counted as they happen, and the queue depth is read from the pacers at scrape.
  */
-import type { RateLimitConfig, RetryConfig } from "../../config/types.js";
-import type { Metrics } from "../../observability/metrics.js";
+import type { RateLimitConfig, RetryConfig } from "../config/types.js";
+import type { Metrics } from "../observability/metrics.js";
 import type { Admission, Pacer } from "./limiter.js";
 import type { PauseReason } from "./pause.js";
 import { rateLimitPolicyValue } from "./ratelimit-headers.js";

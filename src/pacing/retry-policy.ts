@@ -9,7 +9,7 @@
  * call, where our exchange is a callback handler that retries from inside undici's onError.
  */
 import type { IncomingHttpHeaders } from "node:http";
-import { computeBackoffMs } from "../../base/backoff.js";
+import { computeBackoffMs } from "../base/backoff.js";
 
 /** What went wrong with an attempt: no connection, a reset before the answer, or a status. */
 export type RetryReason = "connect" | "reset" | "502" | "503" | "504";

@@ -6,7 +6,7 @@
 
 import type { WaitingLimits, WaitingState } from "../base/waiting-room.js";
 import type { RateLimitConfig, RetryConfig } from "../config/types.js";
-import type { PacerState } from "../proxy/pacing/limiter.js";
+import type { PacerState } from "./limiter.js";
 
 /**
  * Requests waiting for a pacing turn or an upstream's pause, over every upstream (issue 30

@@ -18,7 +18,7 @@
  * rate, keeps every replica's traffic flowing but lets N replicas send up to N times the limit
  * during an outage; 1/N keeps the limit at the cost of throughput.
  */
-import { type Clock, systemClock } from "../../base/clock.js";
+import { type Clock, systemClock } from "../base/clock.js";
 import { type PaceRate, paceParams } from "./gcra.js";
 import {
   type LuaScript,

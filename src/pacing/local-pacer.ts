@@ -9,7 +9,7 @@
  * Retry-After instead of waiting only to be refused. The head is checked again when its turn
  * comes (a pause, or a clock that moved differently, may have changed things).
  */
-import { type Clock, systemClock } from "../../base/clock.js";
+import { type Clock, systemClock } from "../base/clock.js";
 import {
   admitAt,
   createPaceState,
