@@ -1,5 +1,5 @@
 /** The library surface: build the app from a loaded config. Everything else is internal. */
-export { type App, type AppDeps, buildApp } from "./app.js";
+export { type App, type AppDeps, buildApp } from "./app/build-app.js";
 export {
   type ConfigFlags,
   type LoadConfigOptions,

@@ -68,7 +68,7 @@ export interface TestAdminOptions {
   /** Lifecycle phase to start in; default running (and started). */
   phase?: "starting" | "running" | "draining";
   version?: string;
-  /** The Redis shared cache's state, as app.ts passes it when tokenCache.redis is configured. */
+  /** The Redis shared cache's state, as app/ passes it when tokenCache.redis is configured. */
   sharedCacheState?: () => string;
   /** The readiness policy; default as normalized for one upstream (all). */
   readiness?: ReadinessConfig;

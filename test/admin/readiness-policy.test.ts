@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { READYZ_LIST_LIMIT } from "../../src/admin/readiness.js";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, buildApp } from "../../src/app/build-app.js";
 import { loadConfig } from "../../src/config/load.js";
 import type { UpstreamConfig } from "../../src/config/types.js";
 import { DEMO_CLIENT } from "../../src/emulator/emulator.js";

@@ -11,7 +11,7 @@ import { dirname, resolve } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, buildApp } from "../../src/app/build-app.js";
 import { loadConfig } from "../../src/config/load.js";
 import { startEmulator } from "../../src/emulator/emulator.js";
 import type { Emulator } from "../../src/emulator/types.js";

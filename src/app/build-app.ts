@@ -1,25 +1,25 @@
 /**
  * buildApp wires the pieces and never listens on its own: token registry, one undici dispatcher
  * per upstream, the proxy listener(s), the admin listener, metrics and lifecycle. `main.ts`
- * runs it; tests build it with port 0. Each step lives under `app/`.
+ * runs it; tests build it with port 0. Each step lives beside it in `app/`.
  */
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
-import { buildCallerSources } from "./app/caller-sources.js";
-import { buildGeneration, type LiveGeneration } from "./app/generation.js";
-import { createReloader } from "./app/reloader.js";
-import { createRunControl } from "./app/run.js";
-import { buildAdminServer, buildProxyServers } from "./app/servers.js";
-import { buildTokenSources } from "./app/token-sources.js";
-import type { ProxyConfig } from "./config/types.js";
-import { createLifecycle, type Lifecycle } from "./lifecycle.js";
-import type { Logger } from "./observability/logger.js";
-import { createMetrics, type Metrics } from "./observability/metrics.js";
-import type { Tracing } from "./observability/tracing.js";
-import type { ProxyServer } from "./proxy/proxy-server.js";
-import type { ReloadTrigger } from "./reload/config-watcher.js";
-import type { ReloadOutcome } from "./reload/reload-on-change.js";
-import type { TokenRegistry } from "./token/token-registry.js";
+import type { ProxyConfig } from "../config/types.js";
+import { createLifecycle, type Lifecycle } from "../lifecycle.js";
+import type { Logger } from "../observability/logger.js";
+import { createMetrics, type Metrics } from "../observability/metrics.js";
+import type { Tracing } from "../observability/tracing.js";
+import type { ProxyServer } from "../proxy/proxy-server.js";
+import type { ReloadTrigger } from "../reload/config-watcher.js";
+import type { ReloadOutcome } from "../reload/reload-on-change.js";
+import type { TokenRegistry } from "../token/token-registry.js";
+import { buildCallerSources } from "./caller-sources.js";
+import { buildGeneration, type LiveGeneration } from "./generation.js";
+import { createReloader } from "./reloader.js";
+import { createRunControl } from "./run-control.js";
+import { buildAdminServer, buildProxyServers } from "./servers.js";
+import { buildTokenSources } from "./token-sources.js";
 
 export interface AppDeps {
   logger: Logger;
