@@ -6,5 +6,5 @@ export {
   loadConfig,
   loadConfigWithWarnings,
 } from "./config/load.js";
+export type { ProxyConfig, UpstreamConfig } from "./config/proxy-config.js";
 export type { ConfigFile } from "./config/schema.js";
-export type { ProxyConfig, UpstreamConfig } from "./config/types.js";

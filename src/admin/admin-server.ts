@@ -5,15 +5,15 @@
  */
 
 import Fastify, { type FastifyInstance } from "fastify";
+import type { CallersStatus } from "../callers/caller-types.js";
 import type { Denial } from "../callers/denial-log.js";
-import type { CallersStatus } from "../callers/types.js";
-import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
+import type { ProxyConfig, UpstreamConfig } from "../config/proxy-config.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { RateLimitStatus } from "../pacing/pacing-status.js";
+import type { TokenStatus } from "../token/token-provider.js";
 import type { TokenMode } from "../token/token-registry.js";
-import type { TokenStatus } from "../token/types.js";
 import { LAZY_SCHEMA_COMPILERS } from "./lazy-schema-compilers.js";
 import { quitRefusal } from "./quit-guard.js";
 import type { ReadinessCondition } from "./readiness.js";

@@ -7,17 +7,17 @@
  * leaves. Only the page's rows are built in full, so 10,000 upstreams cost little more than 100.
  */
 import { summarizeAllowRule } from "../callers/allow.js";
+import type { CallersStatus } from "../callers/caller-types.js";
 import type { Denial } from "../callers/denial-log.js";
-import type { CallersStatus } from "../callers/types.js";
-import type { ClientAuthMethod, ReadinessConfig, UpstreamConfig } from "../config/types.js";
+import type { ClientAuthMethod, ReadinessConfig, UpstreamConfig } from "../config/proxy-config.js";
 import { isPolicyRefusal } from "../errors.js";
 import type { LifecyclePhase } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { RateSeries, RecentRate } from "../observability/request-rates.js";
 import type { RateLimitStatus, WaitingStatus } from "../pacing/pacing-status.js";
 import { tokenNotSharedReason } from "../token/shared-token-source.js";
+import type { TokenOrigin, TokenState, TokenStatus } from "../token/token-provider.js";
 import type { TokenMode } from "../token/token-registry.js";
-import type { TokenOrigin, TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
 import {
   applyStatusQuery,

@@ -5,9 +5,9 @@
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { CallersStatus } from "../callers/caller-types.js";
 import type { Denial } from "../callers/denial-log.js";
-import type { CallersStatus } from "../callers/types.js";
-import type { LimitsConfig, ReadinessConfig } from "../config/types.js";
+import type { LimitsConfig, ReadinessConfig } from "../config/proxy-config.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
 import { waitingStatus } from "../pacing/pacing-status.js";

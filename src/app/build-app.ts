@@ -5,7 +5,7 @@
  */
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
-import type { ProxyConfig } from "../config/types.js";
+import type { ProxyConfig } from "../config/proxy-config.js";
 import { createLifecycle, type Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import { createMetrics, type Metrics } from "../observability/metrics.js";

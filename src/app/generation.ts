@@ -5,7 +5,7 @@
  */
 import type { Dispatcher } from "undici";
 import type { CallerGate } from "../callers/caller-gate.js";
-import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
+import type { ProxyConfig, UpstreamConfig } from "../config/proxy-config.js";
 import type { DispatcherPool } from "../net/dispatcher-pool.js";
 import type { PacingTable } from "../pacing/pacers.js";
 import type { ProxyRouting } from "../proxy/proxy-server.js";

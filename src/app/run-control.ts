@@ -1,7 +1,7 @@
 /** listen and close: bind every listener and start the tokens; release everything in order. */
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
-import type { ProxyConfig } from "../config/types.js";
+import type { ProxyConfig } from "../config/proxy-config.js";
 import type { Lifecycle } from "../lifecycle.js";
 import { toListenError } from "../net/listen-error.js";
 import type { TokenRegistry } from "../token/token-registry.js";

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from "fastify";
 import { createAdminServer } from "../admin/admin-server.js";
 import type { LastReload } from "../admin/status-report.js";
-import type { ListenSpec, ProxyConfig } from "../config/types.js";
+import type { ListenSpec, ProxyConfig } from "../config/proxy-config.js";
 import type { ListenerRole } from "../errors.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";

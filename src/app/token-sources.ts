@@ -5,7 +5,7 @@
 
 import { systemClock } from "../base/clock.js";
 import { rulesNameCallers } from "../callers/allow.js";
-import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
+import type { ProxyConfig, UpstreamConfig } from "../config/proxy-config.js";
 import { createDispatcherPool, type DispatcherPool } from "../net/dispatcher-pool.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";

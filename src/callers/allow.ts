@@ -7,7 +7,7 @@
 import { BlockList } from "node:net";
 import { parseCidr } from "../base/cidr.js";
 import { addressLabel, unmapIpv4 } from "../base/peer-address.js";
-import { type AllowRule, type Authentication, type Caller, callerLabel } from "./types.js";
+import { type AllowRule, type Authentication, type Caller, callerLabel } from "./caller-types.js";
 
 /**
  * True when some rule names callers (user, serviceAccount, namespace), not only addresses:

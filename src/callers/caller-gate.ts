@@ -18,17 +18,17 @@
  */
 import type { IncomingMessage } from "node:http";
 import { addressLabel, unmapIpv4 } from "../base/peer-address.js";
-import type { CallersConfig, UpstreamConfig } from "../config/types.js";
+import type { CallersConfig, UpstreamConfig } from "../config/proxy-config.js";
 import type { Metrics } from "../observability/metrics.js";
 import { type AllowPolicy, compileAllowRules, decideAccess } from "./allow.js";
 import type { CallerAuthenticator } from "./authenticate.js";
+import type { Authentication } from "./caller-types.js";
+import { callerLabel, isCallersFault } from "./caller-types.js";
 import type { ConnectionProofs } from "./connection-proofs.js";
 import { credentialKey } from "./credential-key.js";
 import type { DenialLog, DenyReason } from "./denial-log.js";
 import type { FailureThrottle, VerificationRefusal } from "./failure-throttle.js";
 import { JWKS_RETRY_AFTER_FAILURE_MS } from "./jwks-timing.js";
-import type { Authentication } from "./types.js";
-import { callerLabel, isCallersFault } from "./types.js";
 
 /** What the walk does with a request. */
 export type GateVerdict =

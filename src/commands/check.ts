@@ -8,7 +8,7 @@
 
 import { createScrubber, type Scrubber } from "../admin/redact.js";
 import { fingerprint } from "../base/fingerprint.js";
-import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.js";
+import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/proxy-config.js";
 import { BearerProxyError } from "../errors.js";
 import { decodeJwtPayload } from "../token/client-auth/jws.js";
 import { CHECK_CREDENTIALS_HINT } from "../token/credential-hint.js";

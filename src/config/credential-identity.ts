@@ -15,7 +15,7 @@
  */
 import { createHash } from "node:crypto";
 import { hashValue } from "../base/fingerprint.js";
-import type { SecretSource, TokenEndpointSpec, UpstreamConfig } from "./types.js";
+import type { SecretSource, TokenEndpointSpec, UpstreamConfig } from "./proxy-config.js";
 
 /** How secret values appear in an identity. */
 export interface IdentityOptions {

@@ -14,7 +14,7 @@
  * /readyz 503 on every replica (issue 22).
  */
 import { credentialIdentity } from "./credential-identity.js";
-import type { ReadinessConfig, RequireTokens, UpstreamConfig } from "./types.js";
+import type { ReadinessConfig, RequireTokens, UpstreamConfig } from "./proxy-config.js";
 
 /** The configured policy, or the default for the shape of `upstreams`. */
 export function readinessConfig(

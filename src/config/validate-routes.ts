@@ -13,7 +13,7 @@
 import { MALFORMED_ESCAPE, normalizePath } from "../base/path-normalization.js";
 import { formatPath, type IssueList, type IssuePath, isObject } from "./issues.js";
 import { DEFAULTS, normalizeHostEntry } from "./normalize.js";
-import type { ListenSpec, PathsConfig } from "./types.js";
+import type { ListenSpec, PathsConfig } from "./proxy-config.js";
 
 interface Member {
   at: IssuePath;

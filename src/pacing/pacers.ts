@@ -17,7 +17,7 @@ import {
   redisClientTiming,
 } from "../base/redis-clients.js";
 import { localCredentialKey } from "../config/credential-identity.js";
-import type { ProxyConfig, RedisCacheConfig, UpstreamConfig } from "../config/types.js";
+import type { ProxyConfig, RedisCacheConfig, UpstreamConfig } from "../config/proxy-config.js";
 import { errorMessage } from "../errors.js";
 import { createLogThrottle } from "../observability/log-throttle.js";
 import type { Logger } from "../observability/logger.js";

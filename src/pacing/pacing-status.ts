@@ -5,7 +5,7 @@
  */
 
 import type { WaitingLimits, WaitingState } from "../base/waiting-room.js";
-import type { RateLimitConfig, RetryConfig } from "../config/types.js";
+import type { RateLimitConfig, RetryConfig } from "../config/proxy-config.js";
 import type { PacerState } from "./limiter.js";
 
 /**

@@ -17,7 +17,7 @@ export type RetryReason = "connect" | "reset" | "502" | "503" | "504";
 /** The reasons retried when `retry.on` is not given. */
 export const DEFAULT_RETRY_ON: readonly RetryReason[] = ["connect", "reset"];
 
-/** `upstreams[].retry` as normalised (config/types.ts `RetryConfig` fits as it is). */
+/** `upstreams[].retry` as normalised (config/proxy-config.ts `RetryConfig` fits as it is). */
 export interface RetryPolicy {
   /** Extra attempts after the first; 0 disables retries. Default 1. */
   attempts: number;

@@ -8,7 +8,7 @@
  * labels on every update); the wait histogram sees only requests that had to wait, refusals and
  * retries are counted as they happen, and the queue depth is read from the pacers at scrape.
  */
-import type { RateLimitConfig, RetryConfig } from "../config/types.js";
+import type { RateLimitConfig, RetryConfig } from "../config/proxy-config.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Admission, Pacer } from "./limiter.js";
 import type { PauseReason } from "./pause.js";

@@ -8,8 +8,8 @@
  */
 
 import { isBearerTokenSyntax } from "../base/bearer-token.js";
-import type { UpstreamConfig } from "../config/types.js";
-import type { AccessToken } from "../token/types.js";
+import type { UpstreamConfig } from "../config/proxy-config.js";
+import type { AccessToken } from "../token/token-provider.js";
 
 /** Where the credential goes in a forwarded header list (see routing/forwarded-headers.ts). */
 export interface CredentialSlots {

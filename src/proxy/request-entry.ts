@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CallerGate } from "../callers/caller-gate.js";
-import type { LimitsConfig, PathsConfig } from "../config/types.js";
+import type { LimitsConfig, PathsConfig } from "../config/proxy-config.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import { NOOP_TRACING, type Tracing } from "../observability/tracing.js";

@@ -7,7 +7,7 @@
  */
 import type { IncomingMessage } from "node:http";
 import { ESCAPED_SLASH, normalizePath } from "../base/path-normalization.js";
-import type { LimitsConfig, PathsConfig } from "../config/types.js";
+import type { LimitsConfig, PathsConfig } from "../config/proxy-config.js";
 import type { ProxyErrorCode } from "../errors.js";
 
 /** A request the guards accepted: where it goes and what to send. */

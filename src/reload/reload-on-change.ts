@@ -4,7 +4,7 @@
  * prints them) and the running configuration stays. A reload never ends the process.
  */
 import { formatConfigError } from "../config/load.js";
-import type { ProxyConfig } from "../config/types.js";
+import type { ProxyConfig } from "../config/proxy-config.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { type ConfigWatcher, type ReloadTrigger, watchConfig } from "./config-watcher.js";

@@ -22,7 +22,7 @@ import {
   type RedisConnectionOptions,
   RedisUnavailableError,
 } from "../base/redis-connection.js";
-import type { RedisCacheConfig } from "../config/types.js";
+import type { RedisCacheConfig } from "../config/proxy-config.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";

@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises";
 import { type Clock, systemClock } from "../base/clock.js";
 import { pollFiles, statSignature } from "../base/file-poll.js";
 import { hashValue } from "../base/fingerprint.js";
-import type { SecretSource, TokenEndpointSpec } from "../config/types.js";
+import type { SecretSource, TokenEndpointSpec } from "../config/proxy-config.js";
 import { BearerProxyError } from "../errors.js";
 import { keyMaterialFiles } from "./client-auth/index.js";
 

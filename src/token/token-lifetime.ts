@@ -5,9 +5,9 @@
  */
 
 import { fingerprint } from "../base/fingerprint.js";
-import type { TokenPolicy } from "../config/types.js";
+import type { TokenPolicy } from "../config/proxy-config.js";
+import type { AccessToken } from "./token-provider.js";
 import type { TokenResponse } from "./token-response.js";
-import type { AccessToken } from "./types.js";
 
 /** A cached token with what the source needs to manage it. */
 export interface CachedToken extends AccessToken {

@@ -10,7 +10,10 @@
  */
 
 import { isBearerTokenSyntax } from "../base/bearer-token.js";
-import { DEFAULT_ACCEPT_TOKEN_TYPES, NON_BEARER_TOKEN_TYPES } from "../config/token-types.js";
+import {
+  DEFAULT_ACCEPT_TOKEN_TYPES,
+  NON_BEARER_TOKEN_TYPES,
+} from "../config/accept-token-types.js";
 import { BearerProxyError, type ErrorCode } from "../errors.js";
 import { CHECK_CREDENTIALS_HINT } from "./credential-hint.js";
 import { errorExcerpt } from "./error-excerpt.js";

@@ -10,7 +10,7 @@ import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
 import { computeBackoffMs } from "../base/backoff.js";
 import { type Clock, systemClock } from "../base/clock.js";
-import type { TokenEndpointSpec, TokenPolicy } from "../config/types.js";
+import type { TokenEndpointSpec, TokenPolicy } from "../config/proxy-config.js";
 import { type BearerProxyError, ERROR_CODES } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import { NOOP_TRACING, type TokenSpan, type Tracing } from "../observability/tracing.js";
@@ -26,8 +26,13 @@ import {
 import { toTokenError, unavailableError } from "./token-errors.js";
 import { type CachedToken, isUsable, planToken } from "./token-lifetime.js";
 import { logFetchFailure, logFetchSuccess, round1 } from "./token-log.js";
+import type {
+  AccessToken,
+  TokenOriginStatus,
+  TokenProvider,
+  TokenStatus,
+} from "./token-provider.js";
 import { describeTokenStatus } from "./token-status.js";
-import type { AccessToken, TokenOriginStatus, TokenProvider, TokenStatus } from "./types.js";
 import { createWaiterSet } from "./waiters.js";
 
 /**

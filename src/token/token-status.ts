@@ -5,7 +5,7 @@
 
 import type { Clock } from "../base/clock.js";
 import type { BearerProxyError } from "../errors.js";
-import type { AccessToken, TokenOriginStatus, TokenState, TokenStatus } from "./types.js";
+import type { AccessToken, TokenOriginStatus, TokenState, TokenStatus } from "./token-provider.js";
 
 /** What a token source knows about itself at one moment. */
 export interface TokenSourceSnapshot {

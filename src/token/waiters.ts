@@ -3,7 +3,7 @@
  * aborted by its caller, and is settled together with the others when a fetch lands.
  */
 import type { Clock } from "../base/clock.js";
-import type { AccessToken } from "./types.js";
+import type { AccessToken } from "./token-provider.js";
 
 interface Waiter {
   deadlineMs: number;

@@ -7,7 +7,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ESCAPED_SLASH, normalizePath } from "../../src/base/path-normalization.js";
-import type { PathsConfig } from "../../src/config/types.js";
+import type { PathsConfig } from "../../src/config/proxy-config.js";
 import { hasUnsafePathSegment } from "../../src/proxy/request-guards.js";
 
 const PIECE = fc.constantFrom(

@@ -8,7 +8,7 @@ import {
   MALFORMED_ESCAPE,
   normalizePath,
 } from "../../src/base/path-normalization.js";
-import type { PathsConfig } from "../../src/config/types.js";
+import type { PathsConfig } from "../../src/config/proxy-config.js";
 
 const REJECT: PathsConfig = { mergeSlashes: true, escapedSlashes: "reject" };
 const UNESCAPE: PathsConfig = { mergeSlashes: true, escapedSlashes: "unescape" };

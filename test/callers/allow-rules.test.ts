@@ -6,7 +6,7 @@ import {
   decideAccess,
   parseServiceAccountRule,
 } from "../../src/callers/allow.js";
-import { type Authentication, callerLabel } from "../../src/callers/types.js";
+import { type Authentication, callerLabel } from "../../src/callers/caller-types.js";
 
 const sa = (namespace: string, name: string) =>
   ({ kind: "serviceAccount", namespace, name }) as const;

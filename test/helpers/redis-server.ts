@@ -4,7 +4,7 @@ import { createConnection, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { createClient } from "redis";
 import { afterAll, afterEach, beforeAll } from "vitest";
-import type { RedisCacheConfig } from "../../src/config/types.js";
+import type { RedisCacheConfig } from "../../src/config/proxy-config.js";
 import { createLogger, type Logger } from "../../src/observability/logger.js";
 import type { SharedToken, SharedTokenCache } from "../../src/token/shared-token-cache.js";
 

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { rulesNameCallers } from "../../src/callers/allow.js";
-import type { UpstreamConfig } from "../../src/config/types.js";
+import type { UpstreamConfig } from "../../src/config/proxy-config.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { createMetrics } from "../../src/observability/metrics.js";
 import type { Admission } from "../../src/pacing/limiter.js";

@@ -9,7 +9,7 @@
  */
 import { beforeEach, describe, expect, it } from "vitest";
 import { createWaitingRoom } from "../../src/base/waiting-room.js";
-import type { RateLimitConfig } from "../../src/config/types.js";
+import type { RateLimitConfig } from "../../src/config/proxy-config.js";
 import type { ProxyErrorCode } from "../../src/errors.js";
 import { createMetrics } from "../../src/observability/metrics.js";
 import {

@@ -11,7 +11,7 @@ import type {
   SharedTokenCache,
 } from "../../src/token/shared-token-cache.js";
 import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
-import type { TokenProvider } from "../../src/token/types.js";
+import type { TokenProvider } from "../../src/token/token-provider.js";
 import { FakeClock } from "../helpers/fake-clock.js";
 import { captureLogs, DEFAULT_POLICY, makeSpec } from "./helpers.js";
 import { IDP_ORIGIN, JSON_HEADERS, tokenBody, useMockAgent } from "./mock-idp.js";

@@ -9,7 +9,7 @@ import type {
   SharedTokenCache,
 } from "../../src/token/shared-token-cache.js";
 import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
-import type { TokenProvider } from "../../src/token/types.js";
+import type { TokenProvider } from "../../src/token/token-provider.js";
 import { FakeClock } from "../helpers/fake-clock.js";
 import { captureLogs, DEFAULT_POLICY, makeSpec, TEST_SECRET } from "./helpers.js";
 

@@ -1,7 +1,7 @@
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { localCredentialKey as credentialKey } from "../../src/config/credential-identity.js";
-import type { UpstreamConfig } from "../../src/config/types.js";
+import type { UpstreamConfig } from "../../src/config/proxy-config.js";
 import { createTokenRegistry, type TokenRegistry } from "../../src/token/token-registry.js";
 import { createTokenSource, type TokenSourceOptions } from "../../src/token/token-source.js";
 import { FakeClock } from "../helpers/fake-clock.js";

@@ -9,7 +9,7 @@
  */
 
 import { HOP_BY_HOP_HEADERS } from "../../base/hop-by-hop.js";
-import type { UpstreamConfig } from "../../config/types.js";
+import type { UpstreamConfig } from "../../config/proxy-config.js";
 
 /**
  * Fields never forwarded as the client sent them: hop-by-hop (RFC 9110 §7.6.1), Host (ours

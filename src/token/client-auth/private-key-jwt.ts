@@ -6,10 +6,10 @@
  */
 import { type KeyObject, randomUUID, X509Certificate } from "node:crypto";
 import { describeKey, parsePrivateKeyPem, signingAlgorithm } from "../../base/private-key.js";
-import type { AssertionAlgorithm, PrivateKeyJwtSpec } from "../../config/types.js";
+import type { AssertionAlgorithm, PrivateKeyJwtSpec } from "../../config/proxy-config.js";
 import { BearerProxyError } from "../../errors.js";
+import { type ClientAuth, jwtAssertionParts } from "./client-auth-types.js";
 import { certificateThumbprint, signJws } from "./jws.js";
-import { type ClientAuth, jwtAssertionParts } from "./types.js";
 
 /** RFC 7521 §4.2 / RFC 7523 §2.2. */
 

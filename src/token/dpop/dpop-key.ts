@@ -14,7 +14,7 @@ import { promisify } from "node:util";
 import type { Clock } from "../../base/clock.js";
 import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "../../base/dpop-key-check.js";
 import { describeKey, parsePrivateKeyPem } from "../../base/private-key.js";
-import type { AssertionAlgorithm } from "../../config/types.js";
+import type { AssertionAlgorithm } from "../../config/proxy-config.js";
 import { BearerProxyError } from "../../errors.js";
 import { base64url, jwsSigner } from "../client-auth/jws.js";
 import { createCredentialReader } from "../secret-reader.js";

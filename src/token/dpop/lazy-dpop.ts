@@ -6,7 +6,7 @@
  */
 
 import type { Clock } from "../../base/clock.js";
-import type { DpopSpec } from "../../config/types.js";
+import type { DpopSpec } from "../../config/proxy-config.js";
 import { BearerProxyError, errorMessage } from "../../errors.js";
 import type { Dpop } from "./index.js";
 

@@ -10,7 +10,7 @@
  */
 import { Readable } from "node:stream";
 import { describe, expect, it, vi } from "vitest";
-import type { UpstreamConfig } from "../../../src/config/types.js";
+import type { UpstreamConfig } from "../../../src/config/proxy-config.js";
 import type { UpstreamPacing } from "../../../src/pacing/upstream-pacing.js";
 import type { AttemptSpans, ResendTurns } from "../../../src/proxy/exchange/exchange.js";
 import { HELD_LIMIT_BYTES } from "../../../src/proxy/exchange/held-response.js";

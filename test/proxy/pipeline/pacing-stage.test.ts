@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { createWaitingRoom } from "../../../src/base/waiting-room.js";
-import type { UpstreamConfig } from "../../../src/config/types.js";
+import type { UpstreamConfig } from "../../../src/config/proxy-config.js";
 import type { Admission } from "../../../src/pacing/limiter.js";
 import { PacingStage } from "../../../src/proxy/pipeline/pacing-stage.js";
 import { makeProxyConfig, makeUpstreamConfig } from "../../helpers/upstream-config.js";

@@ -12,7 +12,7 @@ import { connect, type Socket } from "node:net";
 import { Duplex, type Readable } from "node:stream";
 import { Dispatcher } from "undici";
 import { vi } from "vitest";
-import type { UpstreamConfig } from "../../../src/config/types.js";
+import type { UpstreamConfig } from "../../../src/config/proxy-config.js";
 import type { ProxyErrorCode } from "../../../src/errors.js";
 import { createLogger, type Logger } from "../../../src/observability/logger.js";
 import { createMetrics } from "../../../src/observability/metrics.js";
@@ -37,7 +37,7 @@ import {
 } from "../../../src/proxy/proxied-request.js";
 import type { RequestRecord, RequestRecorder } from "../../../src/proxy/request-log.js";
 import { Route, type RouteSources } from "../../../src/proxy/routing/route.js";
-import type { AccessToken, TokenProvider } from "../../../src/token/types.js";
+import type { AccessToken, TokenProvider } from "../../../src/token/token-provider.js";
 import { parseResponses, type RawResponse } from "../../helpers/raw-http.js";
 import { createStubTokens } from "../stub-tokens.js";
 

@@ -10,7 +10,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { sharedCacheSecret } from "../../../src/token/client-auth/shared-cache-secret.js";
 import type { GetOrFetchArgs, SharedTokenCache } from "../../../src/token/shared-token-cache.js";
 import { createSharedTokenSourceFactory } from "../../../src/token/shared-token-source.js";
-import type { TokenProvider } from "../../../src/token/types.js";
+import type { TokenProvider } from "../../../src/token/token-provider.js";
 import { makeTokenSpec } from "../../helpers/upstream-config.js";
 import { captureLogs, DEFAULT_POLICY } from "../helpers.js";
 import { makeKeyPair, workspace } from "./support.js";

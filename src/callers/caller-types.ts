@@ -1,6 +1,6 @@
 /**
  * The shapes shared by the caller room: who is asking (`Caller`), the outcome of reading a
- * credential (`Authentication`), and (re-exported from config/types.ts) the config each identity
+ * credential (`Authentication`), and (re-exported from config/proxy-config.ts) the config each identity
  * source and the allow rules take. Identity sources (htpasswd users, service-account tokens)
  * return these; `allow.ts` decides on them. Nothing here knows HTTP.
  */
@@ -62,7 +62,7 @@ export type {
   BasicCallersConfig,
   CallersConfig,
   KubernetesCallersConfig,
-} from "../config/types.js";
+} from "../config/proxy-config.js";
 
 /** `user:alice` / `sa:payments/billing-client`: how a caller appears in logs and metrics. */
 export function callerLabel(caller: Caller): string {

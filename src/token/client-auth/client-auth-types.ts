@@ -5,7 +5,7 @@
  * rest of the request.
  */
 
-import type { ClientAuthMethod } from "../../config/types.js";
+import type { ClientAuthMethod } from "../../config/proxy-config.js";
 
 export type { ClientAuthMethod };
 
