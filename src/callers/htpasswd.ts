@@ -8,7 +8,7 @@
  */
 import bcrypt from "bcryptjs";
 import type { Logger } from "pino";
-import { BCRYPT_MIN_COST, parseHtpasswd } from "../base/htpasswd.js";
+import { BCRYPT_MIN_COST, parseHtpasswd } from "../base/htpasswd-format.js";
 import { ConfigError } from "../errors.js";
 import {
   createPasswordChecks,

@@ -7,7 +7,7 @@
 import { readFile } from "node:fs/promises";
 import { parseBearerTokenFile } from "../base/bearer-token.js";
 import { parseCidr } from "../base/cidr.js";
-import { parseHtpasswd } from "../base/htpasswd.js";
+import { parseHtpasswd } from "../base/htpasswd-format.js";
 import { isLoopbackListenHost } from "../base/loopback.js";
 import { describeValue, type IssueList, type IssuePath, isObject } from "./issues.js";
 import { type PathContext, resolveFilePath } from "./normalize.js";

@@ -1,6 +1,6 @@
 import bcrypt from "bcryptjs";
 import { describe, expect, it } from "vitest";
-import { parseHtpasswd } from "../../src/base/htpasswd.js";
+import { parseHtpasswd } from "../../src/base/htpasswd-format.js";
 import { asHtpasswdB, hashPassword } from "../callers/helpers.js";
 
 describe("parseHtpasswd", () => {

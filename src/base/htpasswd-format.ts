@@ -1,7 +1,7 @@
 /**
  * The htpasswd format as `callers.basic.usersFile` takes it: `user:hash` lines of bcrypt hashes,
  * blank lines and `#` comments skipped. Config validation reads the file with this at start, the
- * callers room (callers/htpasswd.ts) when it changes. Only bcrypt is accepted: the other
+ * callers room (callers/htpasswd.ts, the users in force) when it changes. Only bcrypt is accepted: the other
  * htpasswd formats (MD5-crypt `$apr1$`, SHA-1 `{SHA}`, crypt) are fast to brute-force once the
  * file leaks. Problems name the file, line and user, never a hash.
  */
