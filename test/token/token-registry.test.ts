@@ -40,13 +40,12 @@ function setup(
     createSource: (options) => {
       created.push(options);
       const source = createTokenSource({ ...options, fetchToken: endpoint.fetchToken });
-      return {
-        ...source,
-        close: () => {
-          closed.push(options.upstream);
-          source.close();
-        },
+      const close = source.close.bind(source);
+      source.close = () => {
+        closed.push(options.upstream);
+        close();
       };
+      return source;
     },
   });
   return { clock, endpoint, created, closed, registry };
