@@ -19,7 +19,7 @@
  * during an outage; 1/N keeps the limit at the cost of throughput.
  */
 import { type Clock, systemClock } from "../base/clock.js";
-import { type PaceRate, paceParams } from "./gcra.js";
+import { type PaceParams, type PaceRate, paceParams } from "./gcra.js";
 import {
   type LuaScript,
   parseReservation,
@@ -28,6 +28,7 @@ import {
   type Reservation,
   refundArguments,
   reserveArguments,
+  type ScriptRate,
   scriptKeys,
   scriptRate,
 } from "./gcra-script.js";
@@ -98,34 +99,34 @@ interface Waiter {
   reject: (err: unknown) => void;
 }
 
-export function createSharedPacer(options: SharedPacerOptions): Pacer {
-  const clock = options.clock ?? systemClock;
-  const params = paceParams(options.rate);
-  const rate = scriptRate(params);
-  const pauses = options.pauses ?? privatePauses();
-  const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
-  const commandTimeoutMs = options.commandTimeoutMs ?? 500;
-  const aloneShare = Math.min(1, Math.max(options.aloneShare ?? 1, 1e-6));
-  const retryRedisAfterMs = options.retryRedisAfterMs ?? 1_000;
-  // Paces this replica while Redis is away; shares the pauses.
-  const alone = createLocalPacer({
-    rate: { ...options.rate, perMs: options.rate.perMs / aloneShare },
-    waitMs: options.waitMs,
-    maxQueue,
-    pauses,
-    clock,
-  });
-  const waiters = new Set<Waiter>();
-  const waitingByKey = new Map<string, number>();
-  /** Requests waiting out a pause, per key, in arrival order. */
-  const held = new Map<string, Waiter[]>();
-  let pauseTimer: unknown;
-  let redisBackAtMs = 0;
-  let closed = false;
-  const stopWatching = pauses.watch(() => replan());
+/** The GCRA scripts on the replicas' Redis, each call bounded by `commandTimeoutMs`. */
+class PacingScripts {
+  constructor(
+    private readonly redis: () => PacingRedis | undefined,
+    private readonly clock: Clock,
+    private readonly keyPrefix: string,
+    private readonly rate: ScriptRate,
+    private readonly commandTimeoutMs: number,
+  ) {}
 
-  function run(scriptToRun: LuaScript, keys: string[], args: string[]): Promise<unknown> {
-    const client = options.redis();
+  /** Books the next turn of `key` if it comes within `maxWaitMs` (RESERVE). */
+  reserve(key: string, maxWaitMs: number): Promise<Reservation> {
+    const { keyPrefix, rate } = this;
+    return this.run(
+      RESERVE,
+      scriptKeys(keyPrefix, key, rate),
+      reserveArguments(rate, maxWaitMs),
+    ).then(parseReservation);
+  }
+
+  /** Gives a booked turn back (REFUND). */
+  refund(key: string, booked: { tat: string; start: string }): Promise<unknown> {
+    const { keyPrefix, rate } = this;
+    return this.run(REFUND, scriptKeys(keyPrefix, key, rate), refundArguments(rate, booked));
+  }
+
+  private run(scriptToRun: LuaScript, keys: string[], args: string[]): Promise<unknown> {
+    const client = this.redis();
     if (client === undefined) return Promise.reject(new Error("no Redis connection"));
     const call = async () => {
       if (client.evalSha) {
@@ -138,6 +139,7 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
       }
       return client.eval(scriptToRun.text, { keys, arguments: args });
     };
+    const { clock, commandTimeoutMs } = this;
     return new Promise((resolve, reject) => {
       const timer = clock.setTimeout(
         () => reject(new Error(`Redis did not answer within ${commandTimeoutMs} ms`)),
@@ -155,25 +157,137 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
       );
     });
   }
+}
 
-  function acquire(
+/**
+ * Requests waiting out a pause before they book, per key, in arrival order; when the pause is
+ * over each is handed to `release` (to book its turn).
+ */
+class HeldThroughPause {
+  private readonly held = new Map<string, Waiter[]>();
+  private timer: unknown;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly pauses: EntryPauses,
+    private readonly release: (waiter: Waiter) => void,
+  ) {}
+
+  /** Requests of `key` held now. */
+  count(key: string): number {
+    return this.held.get(key)?.length ?? 0;
+  }
+
+  /** Keeps a waiter until the pause ends, in arrival order. */
+  hold(waiter: Waiter): void {
+    waiter.phase = "held";
+    let queue = this.held.get(waiter.key);
+    if (queue === undefined) {
+      queue = [];
+      this.held.set(waiter.key, queue);
+    }
+    // A waiter back from a turn that fell in the pause arrived before later ones: keep the order.
+    let index = queue.length;
+    while (index > 0 && queue[index - 1]!.arrivalMs > waiter.arrivalMs) index--;
+    queue.splice(index, 0, waiter);
+    this.arm();
+  }
+
+  /** The pause was set or lengthened: wait for its new end. */
+  rearm(): void {
+    if (this.held.size > 0) this.arm();
+  }
+
+  clear(): void {
+    if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
+    this.held.clear();
+  }
+
+  private arm(): void {
+    if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
+    const nowMs = this.clock.now();
+    const untilMs = this.pauses.untilMs(nowMs);
+    this.timer = this.clock.setTimeout(() => this.releaseAll(), Math.max(0, untilMs - nowMs));
+  }
+
+  /** The pause is over: every held waiter books its turn, in arrival order. */
+  private releaseAll(): void {
+    this.timer = undefined;
+    if (this.pauses.untilMs(this.clock.now()) > 0) {
+      this.arm();
+      return;
+    }
+    const queues = [...this.held.values()];
+    this.held.clear();
+    for (const queue of queues) {
+      for (const waiter of queue) if (!waiter.settled) this.release(waiter);
+    }
+  }
+}
+
+export function createSharedPacer(options: SharedPacerOptions): Pacer {
+  return new SharedPacer(options);
+}
+
+export class SharedPacer implements Pacer {
+  private readonly clock: Clock;
+  private readonly params: PaceParams;
+  private readonly pauses: EntryPauses;
+  private readonly maxQueue: number;
+  private readonly retryRedisAfterMs: number;
+  private readonly scripts: PacingScripts;
+  /** Paces this replica while Redis is away; shares the pauses. */
+  private readonly alone: Pacer;
+  private readonly waiters = new Set<Waiter>();
+  private readonly waitingByKey = new Map<string, number>();
+  private readonly held: HeldThroughPause;
+  private readonly stopWatching: () => void;
+  private redisBackAtMs = 0;
+  private closed = false;
+
+  constructor(private readonly options: SharedPacerOptions) {
+    this.clock = options.clock ?? systemClock;
+    this.params = paceParams(options.rate);
+    this.pauses = options.pauses ?? privatePauses();
+    this.maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
+    this.retryRedisAfterMs = options.retryRedisAfterMs ?? 1_000;
+    this.scripts = new PacingScripts(
+      options.redis,
+      this.clock,
+      options.keyPrefix,
+      scriptRate(this.params),
+      options.commandTimeoutMs ?? 500,
+    );
+    const aloneShare = Math.min(1, Math.max(options.aloneShare ?? 1, 1e-6));
+    this.alone = createLocalPacer({
+      rate: { ...options.rate, perMs: options.rate.perMs / aloneShare },
+      waitMs: options.waitMs,
+      maxQueue: this.maxQueue,
+      pauses: this.pauses,
+      clock: this.clock,
+    });
+    this.held = new HeldThroughPause(this.clock, this.pauses, (waiter) => this.reserve(waiter));
+    this.stopWatching = this.pauses.watch(() => this.replan());
+  }
+
+  acquire(
     key: string,
     signal?: WaitSignal,
-    waitMs: number = options.waitMs,
+    waitMs: number = this.options.waitMs,
     park?: ParkRequest,
   ): Admission | Promise<Admission> {
-    if (closed) return Promise.reject(new PacerClosedError());
-    const nowMs = clock.now();
-    if (nowMs < redisBackAtMs || options.redis() === undefined) {
-      return alone.acquire(key, signal, waitMs, park);
+    if (this.closed) return Promise.reject(new PacerClosedError());
+    const nowMs = this.clock.now();
+    if (nowMs < this.redisBackAtMs || this.options.redis() === undefined) {
+      return this.alone.acquire(key, signal, waitMs, park);
     }
-    const pauseUntilMs = pauses.untilMs(nowMs);
-    const mustHold = pauseUntilMs > 0 || (held.get(key)?.length ?? 0) > 0;
+    const pauseUntilMs = this.pauses.untilMs(nowMs);
+    const mustHold = pauseUntilMs > 0 || this.held.count(key) > 0;
     if (mustHold && pauseUntilMs - nowMs > waitMs) {
       return rejection("upstream_rate_limited", pauseUntilMs - nowMs);
     }
-    if ((waitingByKey.get(key) ?? 0) >= maxQueue) {
-      return rejection("rate_limited", Math.max(pauseUntilMs - nowMs, params.intervalMs));
+    if ((this.waitingByKey.get(key) ?? 0) >= this.maxQueue) {
+      return rejection("rate_limited", Math.max(pauseUntilMs - nowMs, this.params.intervalMs));
     }
     // Held through the pause from the start: it needs a place among the waiting now.
     if (mustHold && park !== undefined && !park()) {
@@ -198,223 +312,180 @@ export function createSharedPacer(options: SharedPacerOptions): Pacer {
         reject,
       };
       if (abortSignal) {
-        waiter.onAbort = () => giveUp(waiter, waitError(abortSignal.reason));
+        waiter.onAbort = () => this.giveUp(waiter, waitError(abortSignal.reason));
         abortSignal.addEventListener("abort", waiter.onAbort, { once: true });
       }
-      waiters.add(waiter);
-      waitingByKey.set(key, (waitingByKey.get(key) ?? 0) + 1);
-      if (mustHold) hold(waiter);
-      else reserve(waiter);
+      this.waiters.add(waiter);
+      this.waitingByKey.set(key, (this.waitingByKey.get(key) ?? 0) + 1);
+      if (mustHold) this.held.hold(waiter);
+      else this.reserve(waiter);
     });
   }
 
+  pause(untilMs: number, reason: PauseReason): void {
+    // The table tells every pacer the pause holds (this one and `alone` included): each re-plans.
+    this.pauses.pause(untilMs, reason);
+  }
+
+  state(): PacerState {
+    const nowMs = this.clock.now();
+    let nextWakeMs = Number.POSITIVE_INFINITY;
+    for (const waiter of this.waiters) {
+      if (waiter.phase === "sleeping" && waiter.wakeAtMs < nextWakeMs) nextWakeMs = waiter.wakeAtMs;
+    }
+    const aloneState = this.alone.state();
+    const pauseUntilMs = this.pauses.untilMs(nowMs);
+    return {
+      scope: "shared",
+      queued: this.waiters.size + aloneState.queued,
+      keys: this.waitingByKey.size + aloneState.keys,
+      nextTurnInMs: Number.isFinite(nextWakeMs)
+        ? Math.max(0, nextWakeMs - nowMs)
+        : aloneState.nextTurnInMs,
+      pausedForMs: pauseUntilMs > 0 ? pauseUntilMs - nowMs : 0,
+      pauseReason: this.pauses.reason(nowMs),
+      degraded: nowMs < this.redisBackAtMs,
+    };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.stopWatching();
+    this.held.clear();
+    for (const waiter of [...this.waiters]) {
+      if (this.detach(waiter)) waiter.reject(new PacerClosedError());
+    }
+    this.alone.close();
+  }
+
   /** Ends a waiter's part here: no more callbacks, counts down. */
-  function detach(waiter: Waiter): boolean {
+  private detach(waiter: Waiter): boolean {
     if (waiter.settled) return false;
     waiter.settled = true;
-    waiters.delete(waiter);
-    const count = (waitingByKey.get(waiter.key) ?? 1) - 1;
-    if (count > 0) waitingByKey.set(waiter.key, count);
-    else waitingByKey.delete(waiter.key);
-    if (waiter.timer !== undefined) clock.clearTimeout(waiter.timer);
+    this.waiters.delete(waiter);
+    const count = (this.waitingByKey.get(waiter.key) ?? 1) - 1;
+    if (count > 0) this.waitingByKey.set(waiter.key, count);
+    else this.waitingByKey.delete(waiter.key);
+    if (waiter.timer !== undefined) this.clock.clearTimeout(waiter.timer);
     waiter.timer = undefined;
     if (waiter.onAbort) waiter.signal?.removeEventListener("abort", waiter.onAbort);
     return true;
   }
 
-  function settle(waiter: Waiter, admission: Admission): void {
-    if (detach(waiter)) waiter.resolve(admission);
+  private settle(waiter: Waiter, admission: Admission): void {
+    if (this.detach(waiter)) waiter.resolve(admission);
   }
 
   /** The request went away (abort, close): give back a booked turn it will not use. */
-  function giveUp(waiter: Waiter, err: Error): void {
+  private giveUp(waiter: Waiter, err: Error): void {
     const booked = waiter.phase === "sleeping" ? waiter.booked : undefined;
-    if (!detach(waiter)) return;
+    if (!this.detach(waiter)) return;
     waiter.reject(err);
-    if (booked) refund(waiter.key, booked);
+    if (booked) this.refund(waiter.key, booked);
   }
 
-  function refund(key: string, booked: { tat: string; start: string }): void {
-    if (closed) return;
-    run(REFUND, scriptKeys(options.keyPrefix, key, rate), refundArguments(rate, booked)).catch(
-      () => {
-        // The turn stays booked and unused: the upstream sees less, never more.
-      },
+  private refund(key: string, booked: { tat: string; start: string }): void {
+    if (this.closed) return;
+    this.scripts.refund(key, booked).catch(() => {
+      // The turn stays booked and unused: the upstream sees less, never more.
+    });
+  }
+
+  private reserve(waiter: Waiter): void {
+    waiter.phase = "asking";
+    const maxWaitMs = Math.max(0, waiter.deadlineMs - this.clock.now());
+    this.scripts.reserve(waiter.key, maxWaitMs).then(
+      (reservation) => this.booked(waiter, reservation),
+      (err: unknown) => this.redisFailed(waiter, err),
     );
   }
 
-  function reserve(waiter: Waiter): void {
-    waiter.phase = "asking";
-    const maxWaitMs = Math.max(0, waiter.deadlineMs - clock.now());
-    run(RESERVE, scriptKeys(options.keyPrefix, waiter.key, rate), reserveArguments(rate, maxWaitMs))
-      .then(parseReservation)
-      .then(
-        (reservation) => booked(waiter, reservation),
-        (err: unknown) => redisFailed(waiter, err),
-      );
-  }
-
-  function booked(waiter: Waiter, reservation: Reservation): void {
+  private booked(waiter: Waiter, reservation: Reservation): void {
     if (waiter.settled) {
       // Gone while Redis answered.
-      if (reservation.granted) refund(waiter.key, reservation);
+      if (reservation.granted) this.refund(waiter.key, reservation);
       return;
     }
     if (!reservation.granted) {
-      settle(waiter, rejection("rate_limited", reservation.waitMs));
+      this.settle(waiter, rejection("rate_limited", reservation.waitMs));
       return;
     }
     waiter.booked = reservation;
     if (reservation.waitMs <= 0) {
-      go(waiter);
+      this.go(waiter);
       return;
     }
     if (waiter.park !== undefined && !waiter.park()) {
       // No place among the waiting: the turn goes back, the request is answered now.
-      settle(waiter, rejection("rate_limited", reservation.waitMs));
-      refund(waiter.key, reservation);
+      this.settle(waiter, rejection("rate_limited", reservation.waitMs));
+      this.refund(waiter.key, reservation);
       return;
     }
     waiter.phase = "sleeping";
-    waiter.wakeAtMs = clock.now() + reservation.waitMs;
-    waiter.timer = clock.setTimeout(() => wake(waiter), reservation.waitMs);
+    waiter.wakeAtMs = this.clock.now() + reservation.waitMs;
+    waiter.timer = this.clock.setTimeout(() => this.wake(waiter), reservation.waitMs);
   }
 
-  function wake(waiter: Waiter): void {
+  private wake(waiter: Waiter): void {
     waiter.timer = undefined;
     if (waiter.settled) return;
-    const nowMs = clock.now();
-    const pauseUntilMs = pauses.untilMs(nowMs);
+    const nowMs = this.clock.now();
+    const pauseUntilMs = this.pauses.untilMs(nowMs);
     if (pauseUntilMs > 0) {
       // The turn fell inside a pause: give it back and book a new one once the pause is over.
-      if (waiter.booked) refund(waiter.key, waiter.booked);
+      if (waiter.booked) this.refund(waiter.key, waiter.booked);
       waiter.booked = undefined;
       if (pauseUntilMs > waiter.deadlineMs) {
-        settle(waiter, rejection("upstream_rate_limited", pauseUntilMs - nowMs));
+        this.settle(waiter, rejection("upstream_rate_limited", pauseUntilMs - nowMs));
       } else {
-        hold(waiter);
+        this.held.hold(waiter);
       }
       return;
     }
-    go(waiter);
+    this.go(waiter);
   }
 
-  function go(waiter: Waiter): void {
+  private go(waiter: Waiter): void {
     const booking = waiter.booked!;
-    settle(waiter, {
+    this.settle(waiter, {
       ok: true,
-      waitedMs: clock.now() - waiter.arrivalMs,
+      waitedMs: this.clock.now() - waiter.arrivalMs,
       remaining: booking.remaining,
       resetSeconds: Math.max(0, Math.ceil(booking.fullInMs / 1000)),
     });
   }
 
   /** Redis failed: pace alone for a while; this waiter continues with the local pacer. */
-  function redisFailed(waiter: Waiter, err: unknown): void {
-    const nowMs = clock.now();
-    if (redisBackAtMs <= nowMs) {
-      redisBackAtMs = nowMs + retryRedisAfterMs;
-      options.onRedisError?.(err);
+  private redisFailed(waiter: Waiter, err: unknown): void {
+    const nowMs = this.clock.now();
+    if (this.redisBackAtMs <= nowMs) {
+      this.redisBackAtMs = nowMs + this.retryRedisAfterMs;
+      this.options.onRedisError?.(err);
     }
     const { signal, park, resolve, reject } = waiter;
-    if (!detach(waiter)) return;
+    if (!this.detach(waiter)) return;
     try {
       const remainingMs = Math.max(0, waiter.deadlineMs - nowMs);
-      const admission = alone.acquire(waiter.key, signal, remainingMs, park);
+      const admission = this.alone.acquire(waiter.key, signal, remainingMs, park);
       Promise.resolve(admission).then(resolve, reject);
     } catch (failure) {
       reject(failure);
     }
   }
 
-  /** Keeps a waiter here until the pause ends, in arrival order. */
-  function hold(waiter: Waiter): void {
-    waiter.phase = "held";
-    let queue = held.get(waiter.key);
-    if (queue === undefined) {
-      queue = [];
-      held.set(waiter.key, queue);
-    }
-    // A waiter back from a turn that fell in the pause arrived before later ones: keep the order.
-    let index = queue.length;
-    while (index > 0 && queue[index - 1]!.arrivalMs > waiter.arrivalMs) index--;
-    queue.splice(index, 0, waiter);
-    armPauseTimer();
-  }
-
-  function armPauseTimer(): void {
-    if (pauseTimer !== undefined) clock.clearTimeout(pauseTimer);
-    const nowMs = clock.now();
-    const untilMs = pauses.untilMs(nowMs);
-    pauseTimer = clock.setTimeout(releaseHeld, Math.max(0, untilMs - nowMs));
-  }
-
-  /** The pause is over: every held waiter books its turn, in arrival order. */
-  function releaseHeld(): void {
-    pauseTimer = undefined;
-    if (pauses.untilMs(clock.now()) > 0) {
-      armPauseTimer();
-      return;
-    }
-    const queues = [...held.values()];
-    held.clear();
-    for (const queue of queues) {
-      for (const waiter of queue) if (!waiter.settled) reserve(waiter);
-    }
-  }
-
-  function pause(untilMs: number, reason: PauseReason): void {
-    // The table tells every pacer the pause holds (this one and `alone` included): each re-plans.
-    pauses.pause(untilMs, reason);
-  }
-
   /** A pause began: those who cannot outlast it are told now, not when their turn comes. */
-  function replan(): void {
-    if (closed) return;
-    const nowMs = clock.now();
-    const pauseUntilMs = pauses.untilMs(nowMs);
+  private replan(): void {
+    if (this.closed) return;
+    const nowMs = this.clock.now();
+    const pauseUntilMs = this.pauses.untilMs(nowMs);
     if (pauseUntilMs === 0) return;
-    for (const waiter of [...waiters]) {
+    for (const waiter of [...this.waiters]) {
       if (waiter.deadlineMs >= pauseUntilMs) continue;
       const booking = waiter.phase === "sleeping" ? waiter.booked : undefined;
-      settle(waiter, rejection("upstream_rate_limited", pauseUntilMs - nowMs));
-      if (booking) refund(waiter.key, booking);
+      this.settle(waiter, rejection("upstream_rate_limited", pauseUntilMs - nowMs));
+      if (booking) this.refund(waiter.key, booking);
     }
-    if (held.size > 0) armPauseTimer();
+    this.held.rearm();
   }
-
-  function state(): PacerState {
-    const nowMs = clock.now();
-    let nextWakeMs = Number.POSITIVE_INFINITY;
-    for (const waiter of waiters) {
-      if (waiter.phase === "sleeping" && waiter.wakeAtMs < nextWakeMs) nextWakeMs = waiter.wakeAtMs;
-    }
-    const aloneState = alone.state();
-    const pauseUntilMs = pauses.untilMs(nowMs);
-    return {
-      scope: "shared",
-      queued: waiters.size + aloneState.queued,
-      keys: waitingByKey.size + aloneState.keys,
-      nextTurnInMs: Number.isFinite(nextWakeMs)
-        ? Math.max(0, nextWakeMs - nowMs)
-        : aloneState.nextTurnInMs,
-      pausedForMs: pauseUntilMs > 0 ? pauseUntilMs - nowMs : 0,
-      pauseReason: pauses.reason(nowMs),
-      degraded: nowMs < redisBackAtMs,
-    };
-  }
-
-  function close(): void {
-    if (closed) return;
-    closed = true;
-    stopWatching();
-    if (pauseTimer !== undefined) clock.clearTimeout(pauseTimer);
-    held.clear();
-    for (const waiter of [...waiters]) {
-      if (detach(waiter)) waiter.reject(new PacerClosedError());
-    }
-    alone.close();
-  }
-
-  return { acquire, pause, state, close };
 }
