@@ -3,8 +3,9 @@
  * without query or userinfo, the IdP's error strings without control characters, and
  * Retry-After as seconds.
  */
+
+import { loggableUrl } from "../base/loggable-url.js";
 import { retryAfterMs } from "../base/retry-after.js";
-import { loggableUrl } from "../net/loggable-url.js";
 
 /** Most seconds of Retry-After honoured; a day-long value is a misconfigured IdP, not advice. */
 export const MAX_RETRY_AFTER_SECONDS = 300;
