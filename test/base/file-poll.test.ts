@@ -8,8 +8,13 @@
 import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { pollFiles, statSignature, statSignatureSync } from "../../src/base/file-poll.js";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import {
+  type FilePollOptions,
+  pollFiles,
+  statSignature,
+  statSignatureSync,
+} from "../../src/base/file-poll.js";
 import { FakeClock } from "../helpers/fake-clock.js";
 
 let dir: string;
@@ -37,17 +42,34 @@ async function secretVolume(
   return { file: join(dir, "secret"), swap: write };
 }
 
+/** A poll of one file, no timer unless `options` sets one, recording what it is told. */
+function recordingPoll(file: string, options: Partial<FilePollOptions> = {}) {
+  const changes: string[] = [];
+  const errors: string[] = [];
+  const poll = pollFiles({
+    paths: [file],
+    pollIntervalMs: 0,
+    onChange: (signature) => {
+      changes.push(signature);
+    },
+    onError: (error) => errors.push((error as { code?: string }).code ?? "?"),
+    ...options,
+  });
+  return { poll, changes, errors };
+}
+
+/** A file holding "a", and the signature it has now. */
+async function fileWithText(name: string): Promise<{ file: string; signature: string }> {
+  const file = join(dir, name);
+  await writeFile(file, "a");
+  return { file, signature: statSignatureSync([file]) };
+}
+
 describe("pollFiles", () => {
   it("sees a ..data symlink swap, once", async () => {
     const volume = await secretVolume("old");
-    const changes: string[] = [];
-    const poll = pollFiles({
-      paths: [volume.file],
+    const { poll, changes } = recordingPoll(volume.file, {
       initialSignature: statSignatureSync([volume.file]),
-      pollIntervalMs: 0,
-      onChange: (signature) => {
-        changes.push(signature);
-      },
     });
     await poll.check();
     expect(changes).toHaveLength(0);
@@ -59,90 +81,58 @@ describe("pollFiles", () => {
   });
 
   it("tells a failure once per distinct failure, and the change after it", async () => {
-    const file = join(dir, "users");
-    await writeFile(file, "a");
-    const errors: string[] = [];
-    let changes = 0;
-    const poll = pollFiles({
-      paths: [file],
-      initialSignature: statSignatureSync([file]),
-      pollIntervalMs: 0,
-      onChange: () => {
-        changes++;
-      },
-      onError: (error) => errors.push((error as { code?: string }).code ?? "?"),
-    });
+    const { file, signature } = await fileWithText("users");
+    const { poll, changes, errors } = recordingPoll(file, { initialSignature: signature });
     await rm(file);
     await poll.check();
     await poll.check();
     expect(errors).toEqual(["ENOENT"]);
     await writeFile(file, "b");
     await poll.check();
-    expect(changes).toBe(1);
+    expect(changes).toHaveLength(1);
     poll.close();
   });
 
   it("tries a change the caller could not take again at the next check", async () => {
-    const file = join(dir, "key");
-    await writeFile(file, "a");
+    const { file } = await fileWithText("key");
     let attempts = 0;
-    const errors: unknown[] = [];
-    const poll = pollFiles({
-      paths: [file],
-      pollIntervalMs: 0,
+    const { poll, errors } = recordingPoll(file, {
       onChange: async () => {
         attempts++;
         if (attempts < 3) throw Object.assign(new Error("half-written"), { code: "EPARTIAL" });
       },
-      onError: (error) => errors.push(error),
     });
-    await poll.check();
-    await poll.check();
-    await poll.check();
-    await poll.check();
+    for (let i = 0; i < 4; i++) await poll.check();
     expect(attempts).toBe(3);
-    expect(errors).toHaveLength(1);
+    expect(errors).toEqual(["EPARTIAL"]);
     poll.close();
   });
 
   it("does not report again what the caller read on its own", async () => {
-    const file = join(dir, "secret");
-    await writeFile(file, "a");
-    let changes = 0;
-    const poll = pollFiles({
-      paths: [file],
-      initialSignature: statSignatureSync([file]),
-      pollIntervalMs: 0,
-      onChange: () => {
-        changes++;
-      },
-    });
+    const { file, signature } = await fileWithText("secret");
+    const { poll, changes } = recordingPoll(file, { initialSignature: signature });
     await writeFile(file, "bb");
     poll.seen(await statSignature([file]));
     await poll.check();
-    expect(changes).toBe(0);
+    expect(changes).toHaveLength(0);
     poll.close();
   });
 
   it("polls on its timers until closed, and not at all without files", async () => {
     const clock = new FakeClock();
-    const file = join(dir, "secret");
-    await writeFile(file, "a");
-    let changes = 0;
-    const poll = pollFiles({
-      paths: [file],
-      initialSignature: statSignatureSync([file]),
+    const { file, signature } = await fileWithText("secret");
+    const { poll, changes } = recordingPoll(file, {
+      initialSignature: signature,
       pollIntervalMs: 1_000,
       timers: clock,
-      onChange: () => {
-        changes++;
-      },
     });
     await writeFile(file, "bb");
-    await clock.advance(1_000);
-    // The stat runs on real I/O: wait for it before looking.
-    await poll.check();
-    expect(changes).toBe(1);
+    await clock.advance(999);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(changes).toHaveLength(0);
+    await clock.advance(1);
+    // The stat runs on real I/O: the timer started it, wait for it to land.
+    await vi.waitFor(() => expect(changes).toHaveLength(1));
     poll.close();
     expect(clock.pendingTimers).toBe(0);
     const none = pollFiles({ paths: [], pollIntervalMs: 1_000, timers: clock, onChange: () => {} });
