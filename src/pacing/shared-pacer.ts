@@ -20,18 +20,8 @@
  */
 import { type Clock, systemClock } from "../base/clock.js";
 import { type PaceParams, type PaceRate, paceParams } from "./gcra.js";
-import {
-  type LuaScript,
-  parseReservation,
-  REFUND,
-  RESERVE,
-  type Reservation,
-  refundArguments,
-  reserveArguments,
-  type ScriptRate,
-  scriptKeys,
-  scriptRate,
-} from "./gcra-script.js";
+import { type Reservation, scriptRate } from "./gcra-script.js";
+import { HeldThroughPause } from "./held-through-pause.js";
 import {
   type Admission,
   DEFAULT_MAX_QUEUE,
@@ -45,13 +35,10 @@ import {
   waitError,
 } from "./limiter.js";
 import { createLocalPacer } from "./local-pacer.js";
+import { type PacingRedis, PacingScripts } from "./pacing-scripts.js";
 import { type EntryPauses, type PauseReason, privatePauses } from "./pause.js";
 
-/** The two commands the pacer sends; node-redis clients, clusters and sentinels all have them. */
-export interface PacingRedis {
-  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
-  evalSha?(sha1: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
-}
+export type { PacingRedis };
 
 export interface SharedPacerOptions {
   rate: PaceRate;
@@ -99,132 +86,6 @@ interface Waiter {
   reject: (err: unknown) => void;
 }
 
-/** The GCRA scripts on the replicas' Redis, each call bounded by `commandTimeoutMs`. */
-class PacingScripts {
-  constructor(
-    private readonly redis: () => PacingRedis | undefined,
-    private readonly clock: Clock,
-    private readonly keyPrefix: string,
-    private readonly rate: ScriptRate,
-    private readonly commandTimeoutMs: number,
-  ) {}
-
-  /** Books the next turn of `key` if it comes within `maxWaitMs` (RESERVE). */
-  reserve(key: string, maxWaitMs: number): Promise<Reservation> {
-    const { keyPrefix, rate } = this;
-    return this.run(
-      RESERVE,
-      scriptKeys(keyPrefix, key, rate),
-      reserveArguments(rate, maxWaitMs),
-    ).then(parseReservation);
-  }
-
-  /** Gives a booked turn back (REFUND). */
-  refund(key: string, booked: { tat: string; start: string }): Promise<unknown> {
-    const { keyPrefix, rate } = this;
-    return this.run(REFUND, scriptKeys(keyPrefix, key, rate), refundArguments(rate, booked));
-  }
-
-  private run(scriptToRun: LuaScript, keys: string[], args: string[]): Promise<unknown> {
-    const client = this.redis();
-    if (client === undefined) return Promise.reject(new Error("no Redis connection"));
-    const call = async () => {
-      if (client.evalSha) {
-        try {
-          return await client.evalSha(scriptToRun.sha1, { keys, arguments: args });
-        } catch (err) {
-          // A Redis that restarted or failed over has forgotten the script: send it whole.
-          if (!String((err as Error)?.message).startsWith("NOSCRIPT")) throw err;
-        }
-      }
-      return client.eval(scriptToRun.text, { keys, arguments: args });
-    };
-    const { clock, commandTimeoutMs } = this;
-    return new Promise((resolve, reject) => {
-      const timer = clock.setTimeout(
-        () => reject(new Error(`Redis did not answer within ${commandTimeoutMs} ms`)),
-        commandTimeoutMs,
-      );
-      call().then(
-        (reply) => {
-          clock.clearTimeout(timer);
-          resolve(reply);
-        },
-        (err: unknown) => {
-          clock.clearTimeout(timer);
-          reject(err);
-        },
-      );
-    });
-  }
-}
-
-/**
- * Requests waiting out a pause before they book, per key, in arrival order; when the pause is
- * over each is handed to `release` (to book its turn).
- */
-class HeldThroughPause {
-  private readonly held = new Map<string, Waiter[]>();
-  private timer: unknown;
-
-  constructor(
-    private readonly clock: Clock,
-    private readonly pauses: EntryPauses,
-    private readonly release: (waiter: Waiter) => void,
-  ) {}
-
-  /** Requests of `key` held now. */
-  count(key: string): number {
-    return this.held.get(key)?.length ?? 0;
-  }
-
-  /** Keeps a waiter until the pause ends, in arrival order. */
-  hold(waiter: Waiter): void {
-    waiter.phase = "held";
-    let queue = this.held.get(waiter.key);
-    if (queue === undefined) {
-      queue = [];
-      this.held.set(waiter.key, queue);
-    }
-    // A waiter back from a turn that fell in the pause arrived before later ones: keep the order.
-    let index = queue.length;
-    while (index > 0 && queue[index - 1]!.arrivalMs > waiter.arrivalMs) index--;
-    queue.splice(index, 0, waiter);
-    this.arm();
-  }
-
-  /** The pause was set or lengthened: wait for its new end. */
-  rearm(): void {
-    if (this.held.size > 0) this.arm();
-  }
-
-  clear(): void {
-    if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
-    this.held.clear();
-  }
-
-  private arm(): void {
-    if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
-    const nowMs = this.clock.now();
-    const untilMs = this.pauses.untilMs(nowMs);
-    this.timer = this.clock.setTimeout(() => this.releaseAll(), Math.max(0, untilMs - nowMs));
-  }
-
-  /** The pause is over: every held waiter books its turn, in arrival order. */
-  private releaseAll(): void {
-    this.timer = undefined;
-    if (this.pauses.untilMs(this.clock.now()) > 0) {
-      this.arm();
-      return;
-    }
-    const queues = [...this.held.values()];
-    this.held.clear();
-    for (const queue of queues) {
-      for (const waiter of queue) if (!waiter.settled) this.release(waiter);
-    }
-  }
-}
-
 export function createSharedPacer(options: SharedPacerOptions): Pacer {
   return new SharedPacer(options);
 }
@@ -240,7 +101,7 @@ export class SharedPacer implements Pacer {
   private readonly alone: Pacer;
   private readonly waiters = new Set<Waiter>();
   private readonly waitingByKey = new Map<string, number>();
-  private readonly held: HeldThroughPause;
+  private readonly held: HeldThroughPause<Waiter>;
   private readonly stopWatching: () => void;
   private redisBackAtMs = 0;
   private closed = false;
