@@ -31,7 +31,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 if (values.child) {
   const [certFile, keyFile] = values.child.split(",");
-  const { loadInterceptCa } = await import(`${ROOT}dist/intercept/ca.js`);
+  const { loadInterceptCa } = await import(`${ROOT}dist/config/intercept-ca.js`);
   const { createLeafCertificates } = await import(`${ROOT}dist/intercept/leaf-certificates.js`);
   const ca = await loadInterceptCa({ caCertFile: certFile, caKeyFile: keyFile });
   const leaves = createLeafCertificates({ ca });

@@ -2,10 +2,10 @@
  * The process's lifecycle state, shared by the proxy listener (refuses nothing while draining,
  * but adds `Connection: close`) and admin routes (/readyz fails from the first signal on), the
  * process-wide request load every listener counts into (/readyz fails on sustained overload;
- * see proxy/overload.ts), and the requests waiting for a pacing turn, which are not in it.
+ * see base/process-load.ts), and the requests waiting for a pacing turn, which are not in it.
  */
-import { createProcessLoad, type ProcessLoad } from "./proxy/overload.js";
-import { createWaitingRoom, type WaitingRoom } from "./proxy/pacing/waiting-room.js";
+import { createProcessLoad, type ProcessLoad } from "./base/process-load.js";
+import { createWaitingRoom, type WaitingRoom } from "./base/waiting-room.js";
 
 export type LifecyclePhase = "starting" | "running" | "draining" | "stopped";
 

@@ -6,8 +6,8 @@
  */
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type App, buildApp } from "./app.js";
-import type { ProxyConfig } from "./config/types.js";
+import { type App, buildApp } from "./app/build-app.js";
+import type { ProxyConfig } from "./config/proxy-config.js";
 import { errorMessage } from "./errors.js";
 import type { Logger } from "./observability/logger.js";
 import { createTracing } from "./observability/tracing.js";

@@ -5,21 +5,21 @@
  */
 
 import Fastify, { type FastifyInstance } from "fastify";
+import type { CallersStatus } from "../callers/caller-types.js";
 import type { Denial } from "../callers/denial-log.js";
-import type { CallersStatus } from "../callers/types.js";
-import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
-import type { CaSummary } from "../intercept/ca.js";
+import type { CaSummary } from "../config/intercept-ca.js";
+import type { ProxyConfig, UpstreamConfig } from "../config/proxy-config.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { RateLimitStatus } from "../pacing/pacing-status.js";
+import type { TokenStatus } from "../token/token-provider.js";
 import type { TokenMode } from "../token/token-registry.js";
-import type { TokenStatus } from "../token/types.js";
 import { LAZY_SCHEMA_COMPILERS } from "./lazy-schema-compilers.js";
 import { quitRefusal } from "./quit-guard.js";
 import type { ReadinessCondition } from "./readiness.js";
 import { createScrubber, type Scrubber } from "./redact.js";
 import { interceptStatus } from "./status-intercept.js";
-import type { RateLimitStatus } from "./status-pacing.js";
 import type { LastReload } from "./status-report.js";
 import { registerStatusRoutes } from "./status-routes.js";
 
@@ -274,7 +274,7 @@ function messageOf(error: unknown): string {
 }
 
 /**
- * Sustained overload (proxy/overload.ts): refusals over limits.maxInFlight for
+ * Sustained overload (base/process-load.ts): refusals over limits.maxInFlight for
  * limits.sustainedOverload make the replica unready, so a gateway sheds load to its peers.
  */
 function overloadCondition(lifecycle: Lifecycle, sustainedMs: number): ReadinessCondition {

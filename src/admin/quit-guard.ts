@@ -11,27 +11,10 @@
  * Envoy's admin and Istio's pilot-agent guard the same endpoint the same ways.
  */
 import type { IncomingHttpHeaders } from "node:http";
-import { isIP } from "node:net";
-import { isLoopbackAddress } from "../net/loopback.js";
+import { isLoopbackAddress, isLoopbackHostHeader } from "../base/loopback.js";
 
 export interface QuitRefusal {
   message: string;
-}
-
-/** `host[:port]` or `[v6]:port` → the host part, lowercased. */
-function hostnameOf(host: string): string {
-  const trimmed = host.trim().toLowerCase();
-  if (trimmed.startsWith("[")) return trimmed.slice(1, trimmed.indexOf("]"));
-  const colon = trimmed.lastIndexOf(":");
-  return colon === -1 ? trimmed : trimmed.slice(0, colon);
-}
-
-/** localhost, *.localhost (RFC 6761 §6.3), or a loopback IP literal. */
-export function isLoopbackHost(host: string | undefined): boolean {
-  if (host === undefined) return false;
-  const name = hostnameOf(host);
-  if (name === "localhost" || name.endsWith(".localhost")) return true;
-  return isIP(name) !== 0 && isLoopbackAddress(name);
 }
 
 function isNonSimple(headers: IncomingHttpHeaders): boolean {
@@ -50,7 +33,7 @@ export function quitRefusal(
   if (headers.origin !== undefined) {
     return { message: "/quitquitquit is not accepted from a web page (the request has an Origin)" };
   }
-  if (!isLoopbackHost(headers.host)) {
+  if (!isLoopbackHostHeader(headers.host)) {
     return {
       message: "/quitquitquit is accepted only with a loopback Host (localhost, 127.0.0.1)",
     };

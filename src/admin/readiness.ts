@@ -8,9 +8,9 @@
  * The body is bounded: up to READYZ_LIST_LIMIT upstreams are all listed; beyond, only those
  * not ready (required ones first), with a count of the rest, and a summary by state.
  */
-import type { RequireTokens } from "../config/types.js";
+import type { RequireTokens } from "../config/proxy-config.js";
 import type { LifecyclePhase } from "../lifecycle.js";
-import type { TokenState, TokenStatus } from "../token/types.js";
+import type { TokenState, TokenStatus } from "../token/token-provider.js";
 
 /** Upstreams listed in full up to this many; beyond, only the not-ready ones, this many at most. */
 export const READYZ_LIST_LIMIT = 50;

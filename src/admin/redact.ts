@@ -4,7 +4,7 @@
  * `error_description`, so inline secrets from the config (raw and in every encoding a token
  * request carries them) are scrubbed from every string we emit.
  */
-import type { UpstreamConfig } from "../config/types.js";
+import type { UpstreamConfig } from "../config/proxy-config.js";
 import { sentSecretForms } from "../token/client-credentials.js";
 
 const CENSOR = "[redacted]";

@@ -3,9 +3,10 @@
  * validity, key type; never the key) and the upstreams whose CONNECT is terminated, with the
  * authority that routes to each. Present only when `intercept` is configured.
  */
-import type { UpstreamConfig } from "../config/types.js";
-import { interceptAuthority } from "../intercept/authority.js";
-import type { CaSummary } from "../intercept/ca.js";
+
+import { interceptAuthority } from "../base/authority.js";
+import type { CaSummary } from "../config/intercept-ca.js";
+import type { UpstreamConfig } from "../config/proxy-config.js";
 import { escapeHtml } from "./html.js";
 
 export interface InterceptStatus {

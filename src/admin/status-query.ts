@@ -4,7 +4,7 @@
  * `failing` for failed and degraded), `mode` (prefetch | lazy), `sort` (config | name |
  * problems), `limit` and `offset`. A bad value is a 400 naming the parameter and the choices.
  */
-import type { TokenState } from "../token/types.js";
+import type { TokenState } from "../token/token-provider.js";
 
 export const TOKEN_STATES: readonly TokenState[] = [
   "failed",

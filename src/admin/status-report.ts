@@ -7,19 +7,19 @@
  * leaves. Only the page's rows are built in full, so 10,000 upstreams cost little more than 100.
  */
 import { summarizeAllowRule } from "../callers/allow.js";
+import type { CallersStatus } from "../callers/caller-types.js";
 import type { Denial } from "../callers/denial-log.js";
-import type { CallersStatus } from "../callers/types.js";
-import type { ClientAuthMethod, ReadinessConfig, UpstreamConfig } from "../config/types.js";
+import type { ClientAuthMethod, ReadinessConfig, UpstreamConfig } from "../config/proxy-config.js";
 import { isPolicyRefusal } from "../errors.js";
 import type { LifecyclePhase } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { RateSeries, RecentRate } from "../observability/request-rates.js";
+import type { RateLimitStatus, WaitingStatus } from "../pacing/pacing-status.js";
 import { tokenNotSharedReason } from "../token/shared-token-source.js";
+import type { TokenOrigin, TokenState, TokenStatus } from "../token/token-provider.js";
 import type { TokenMode } from "../token/token-registry.js";
-import type { TokenOrigin, TokenState, TokenStatus } from "../token/types.js";
 import { displayUrl } from "./redact.js";
 import type { InterceptStatus } from "./status-intercept.js";
-import type { RateLimitStatus, WaitingStatus } from "./status-pacing.js";
 import {
   applyStatusQuery,
   isProblem,
@@ -240,7 +240,7 @@ export interface UpstreamSnapshot {
   config: UpstreamConfig;
   status: TokenStatus;
   mode: TokenMode;
-  /** The upstream's pacing status by name (status-pacing.ts), read for the page's rows only. */
+  /** The upstream's pacing status by name (pacing/pacing-status.ts), read for the page's rows only. */
   rateLimitOf?: ((upstreamName: string) => RateLimitStatus | undefined) | undefined;
 }
 

@@ -5,11 +5,12 @@
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { CallersStatus } from "../callers/caller-types.js";
 import type { Denial } from "../callers/denial-log.js";
-import type { CallersStatus } from "../callers/types.js";
-import type { LimitsConfig, ReadinessConfig } from "../config/types.js";
+import type { LimitsConfig, ReadinessConfig } from "../config/proxy-config.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
+import { waitingStatus } from "../pacing/pacing-status.js";
 import {
   blocksReadiness,
   evaluateReadiness,
@@ -20,7 +21,6 @@ import { type Scrubber, scrubDeep } from "./redact.js";
 import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
 import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
 import type { InterceptStatus } from "./status-intercept.js";
-import { waitingStatus } from "./status-pacing.js";
 import {
   renderStatusFragment,
   renderStatusPage,

@@ -11,12 +11,12 @@
 import { rulesNameCallers } from "../callers/allow.js";
 import type { CallerAuthenticator } from "../callers/authenticate.js";
 import { type CallerGate, createCallerGate } from "../callers/caller-gate.js";
+import type { CallersStatus } from "../callers/caller-types.js";
 import { createConnectionProofs } from "../callers/connection-proofs.js";
 import { createDenialLog, type DenialLog } from "../callers/denial-log.js";
 import { createFailureThrottle } from "../callers/failure-throttle.js";
 import type { PasswordChecks } from "../callers/password-checks.js";
-import type { CallersStatus } from "../callers/types.js";
-import type { ProxyConfig } from "../config/types.js";
+import type { ProxyConfig } from "../config/proxy-config.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 

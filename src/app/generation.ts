@@ -5,12 +5,12 @@
  */
 import type { Dispatcher } from "undici";
 import type { CallerGate } from "../callers/caller-gate.js";
-import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
+import type { ProxyConfig, UpstreamConfig } from "../config/proxy-config.js";
 import type { DispatcherPool } from "../net/dispatcher-pool.js";
+import type { PacingTable } from "../pacing/pacers.js";
 import type { ProxyRouting } from "../proxy/proxy-server.js";
 import type { TokenRegistry } from "../token/token-registry.js";
 import type { CallerSources } from "./caller-sources.js";
-import type { PacingTable } from "./pacers.js";
 import type { TokenSources } from "./token-sources.js";
 
 /** One configuration's token registry and dispatchers. */

@@ -4,9 +4,10 @@
  * shown on /status. Changing `intercept` needs a restart (reload/live-changes.ts), so it is
  * built once per process. Without `intercept` nothing here loads.
  */
-import type { ProxyConfig } from "../config/types.js";
-import { authorityHost, interceptRoutes } from "../intercept/authority.js";
-import { type CaSummary, caSummary, loadInterceptCa } from "../intercept/ca.js";
+
+import { authorityHost, interceptRoutes } from "../base/authority.js";
+import { type CaSummary, caSummary, loadInterceptCa } from "../config/intercept-ca.js";
+import type { ProxyConfig } from "../config/proxy-config.js";
 import type { LeafCertificates } from "../intercept/leaf-certificates.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";

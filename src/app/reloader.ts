@@ -4,21 +4,17 @@
  * for /status.
  */
 import type { LastReload } from "../admin/status-report.js";
-import type { ProxyConfig } from "../config/types.js";
+import type { ProxyConfig } from "../config/proxy-config.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ReloadTrigger } from "../reload/config-watcher.js";
 import { changesNeedingRestart } from "../reload/live-changes.js";
+import type { ReloadOutcome } from "../reload/reload-on-change.js";
 import type { CallerSources } from "./caller-sources.js";
 import { buildGeneration, type Generation, type LiveGeneration } from "./generation.js";
 import type { ProxyServers } from "./servers.js";
 import type { TokenSources } from "./token-sources.js";
-
-export type ReloadOutcome =
-  | { outcome: "applied" }
-  | { outcome: "rejected"; problems: string[] }
-  | { outcome: "restart_required"; paths: string[] };
 
 export interface Reloader {
   reload(next: ProxyConfig, trigger?: ReloadTrigger): Promise<ReloadOutcome>;

@@ -2,9 +2,9 @@
 import type { FastifyInstance } from "fastify";
 import { createAdminServer } from "../admin/admin-server.js";
 import type { LastReload } from "../admin/status-report.js";
-import type { ListenSpec, ProxyConfig } from "../config/types.js";
+import type { CaSummary } from "../config/intercept-ca.js";
+import type { ListenSpec, ProxyConfig } from "../config/proxy-config.js";
 import type { ListenerRole } from "../errors.js";
-import type { CaSummary } from "../intercept/ca.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";

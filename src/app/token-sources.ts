@@ -2,17 +2,19 @@
  * What every generation's token registry draws on for the app's whole life: the dispatcher pool,
  * when `tokenCache.redis` is set, the Redis-shared token cache, and the upstreams' pacers.
  */
-import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
+
+import { systemClock } from "../base/clock.js";
+import { rulesNameCallers } from "../callers/allow.js";
+import type { ProxyConfig, UpstreamConfig } from "../config/proxy-config.js";
 import { createDispatcherPool, type DispatcherPool } from "../net/dispatcher-pool.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
-import { systemClock } from "../token/clock.js";
+import { createPacers, type Pacers } from "../pacing/pacers.js";
 import { createRedisTokenCache } from "../token/redis-token-cache.js";
-import type { SharedTokenCache } from "../token/redis-types.js";
+import type { SharedTokenCache } from "../token/shared-token-cache.js";
 import { createSharedTokenSourceFactory } from "../token/shared-token-source.js";
 import { createTokenRegistry, type TokenRegistry } from "../token/token-registry.js";
-import { createPacers, type Pacers } from "./pacers.js";
 
 export interface TokenSources {
   /** One pool for the app's life: a reload gets the dispatchers of unchanged settings back. */
@@ -47,5 +49,10 @@ export function buildTokenSources(
       ...(sharedCache ? { createSource: createSharedTokenSourceFactory(sharedCache) } : {}),
       adoptFrom,
     });
-  return { pool, sharedCache, pacers: createPacers(config, { logger, metrics }), tokensFor };
+  const pacers = createPacers(config, {
+    logger,
+    metrics,
+    namesCallers: (upstream) => rulesNameCallers(upstream.allow),
+  });
+  return { pool, sharedCache, pacers, tokensFor };
 }

@@ -5,15 +5,9 @@
  * place that turns a peer and an authentication into allow / 407 / 403 / 503.
  */
 import { BlockList } from "node:net";
-import { parseCidr } from "./cidr.js";
-import {
-  type AllowRule,
-  type Authentication,
-  addressLabel,
-  type Caller,
-  callerLabel,
-  unmapIpv4,
-} from "./types.js";
+import { parseCidr } from "../base/cidr.js";
+import { addressLabel, unmapIpv4 } from "../base/peer-address.js";
+import { type AllowRule, type Authentication, type Caller, callerLabel } from "./caller-types.js";
 
 /**
  * True when some rule names callers (user, serviceAccount, namespace), not only addresses:

@@ -8,11 +8,11 @@
  */
 import { LRUCache } from "lru-cache";
 import type { Logger } from "pino";
+import type { Authentication, CallersConfig } from "./caller-types.js";
 import { credentialKey } from "./credential-key.js";
 import { createHtpasswdUsers, type HtpasswdUsers, type UsersFileStatus } from "./htpasswd.js";
 import type { PasswordChecks } from "./password-checks.js";
 import { createServiceAccountVerifier, type ServiceAccountVerifier } from "./service-account.js";
-import type { Authentication, CallersConfig } from "./types.js";
 
 /** Remembers what a `Proxy-Authorization` value proves. */
 export interface CallerAuthenticator {

@@ -17,17 +17,18 @@
  * a sidecar without `allow` loads neither.
  */
 import type { IncomingMessage } from "node:http";
-import type { CallersConfig, UpstreamConfig } from "../config/types.js";
+import { addressLabel, unmapIpv4 } from "../base/peer-address.js";
+import type { CallersConfig, UpstreamConfig } from "../config/proxy-config.js";
 import type { Metrics } from "../observability/metrics.js";
 import { type AllowPolicy, compileAllowRules, decideAccess } from "./allow.js";
 import type { CallerAuthenticator } from "./authenticate.js";
+import type { Authentication } from "./caller-types.js";
+import { callerLabel, isCallersFault } from "./caller-types.js";
 import type { ConnectionProofs } from "./connection-proofs.js";
 import { credentialKey } from "./credential-key.js";
 import type { DenialLog, DenyReason } from "./denial-log.js";
 import type { FailureThrottle, VerificationRefusal } from "./failure-throttle.js";
 import { JWKS_RETRY_AFTER_FAILURE_MS } from "./jwks-timing.js";
-import type { Authentication } from "./types.js";
-import { addressLabel, callerLabel, isCallersFault, unmapIpv4 } from "./types.js";
 
 /** What the walk does with a request. */
 export type GateVerdict =
@@ -84,30 +85,22 @@ export function proxyChallenges(callers: CallersConfig): string[] {
 }
 
 export function createCallerGate(deps: CallerGateDeps): CallerGate {
-  const policies = new Map<string, AllowPolicy>();
-  for (const upstream of deps.upstreams) {
-    if (upstream.allow) policies.set(upstream.name, compileAllowRules(upstream.allow));
-  }
-  const challenge = { "proxy-authenticate": proxyChallenges(deps.callers) };
-  let authenticator: CallerAuthenticator | undefined;
-  const loading = deps.authenticator?.then((loaded) => {
-    authenticator = loaded;
-    return loaded;
-  });
-  // A failed load surfaces through ready() (start and reload refuse); never as unhandled.
-  loading?.catch(() => {});
+  return new AllowListGate(deps);
+}
 
-  function deny(
-    upstream: string,
-    reason: DenyReason,
-    verdict: Omit<Extract<GateVerdict, { allowed: false }>, "allowed">,
-  ): GateVerdict {
-    deps.metrics.callerDeniedTotal.inc({ upstream, reason });
-    deps.denials.record({ upstream, reason, caller: verdict.caller });
-    return { allowed: false, ...verdict };
+/** Turns what `allow.ts` decides into verdicts, counting and recording every refusal. */
+class Verdicts {
+  private readonly challenge: Record<string, string[]>;
+
+  constructor(
+    callers: CallersConfig,
+    private readonly metrics: Metrics,
+    private readonly denials: DenialLog,
+  ) {
+    this.challenge = { "proxy-authenticate": proxyChallenges(callers) };
   }
 
-  function decide(
+  decide(
     upstream: string,
     policy: AllowPolicy,
     peer: string,
@@ -117,7 +110,7 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
     if (decision.outcome === "allow") return { allowed: true, caller: decision.label };
     const caller = authentication?.ok ? callerLabel(authentication.caller) : addressLabel(peer);
     if (decision.outcome === "busy") {
-      return deny(upstream, "checks_busy", {
+      return this.deny(upstream, "checks_busy", {
         code: "caller_checks_busy",
         message: decision.reason,
         headers: undefined,
@@ -126,7 +119,7 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
       });
     }
     if (decision.outcome === "unavailable") {
-      return deny(upstream, "keys_unavailable", {
+      return this.deny(upstream, "keys_unavailable", {
         code: "caller_keys_unavailable",
         message: `${decision.reason}; retry later`,
         headers: undefined,
@@ -135,15 +128,15 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
       });
     }
     if (decision.outcome === "unauthenticated") {
-      return deny(upstream, authentication ? "invalid_credential" : "no_credential", {
+      return this.deny(upstream, authentication ? "invalid_credential" : "no_credential", {
         code: "caller_unauthenticated",
         message: `${decision.reason}; send Proxy-Authorization (e.g. http_proxy=http://user:password@host:port)`,
-        headers: challenge,
+        headers: this.challenge,
         retryAfterSeconds: undefined,
         caller,
       });
     }
-    return deny(upstream, "not_allowed", {
+    return this.deny(upstream, "not_allowed", {
       code: "caller_not_allowed",
       message: decision.reason,
       headers: undefined,
@@ -152,8 +145,8 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
     });
   }
 
-  function throttled(upstream: string, peer: string, retryAfterSeconds: number): GateVerdict {
-    return deny(upstream, "throttled", {
+  throttled(upstream: string, peer: string, retryAfterSeconds: number): GateVerdict {
+    return this.deny(upstream, "throttled", {
       code: "caller_throttled",
       message: "too many failed Proxy-Authorization attempts from this address; retry later",
       headers: undefined,
@@ -162,9 +155,70 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
     });
   }
 
-  async function authenticate(header: string, key: string): Promise<Authentication> {
+  private deny(
+    upstream: string,
+    reason: DenyReason,
+    verdict: Omit<Extract<GateVerdict, { allowed: false }>, "allowed">,
+  ): GateVerdict {
+    this.metrics.callerDeniedTotal.inc({ upstream, reason });
+    this.denials.record({ upstream, reason, caller: verdict.caller });
+    return { allowed: false, ...verdict };
+  }
+}
+
+/**
+ * Verifying credentials: the authenticator (loaded lazily by the app), and the verifications
+ * in flight, each counted as one failure of its address until it ends.
+ */
+class CountedVerifications {
+  private authenticator: CallerAuthenticator | undefined;
+  readonly loading: Promise<CallerAuthenticator> | undefined;
+  /** `address key` → the verification that address started for that header. */
+  private readonly counted = new Map<string, Promise<Authentication>>();
+
+  constructor(
+    authenticator: Promise<CallerAuthenticator> | undefined,
+    private readonly throttle: FailureThrottle,
+  ) {
+    this.loading = authenticator?.then((loaded) => {
+      this.authenticator = loaded;
+      return loaded;
+    });
+    // A failed load surfaces through ready() (start and reload refuse); never as unhandled.
+    this.loading?.catch(() => {});
+  }
+
+  /** A verification of `key` the authenticator has cached, if it is loaded and has one. */
+  peek(key: string): Authentication | undefined {
+    return this.authenticator?.peek(key);
+  }
+
+  /**
+   * Verify `header` for `peer`, counted as one failure of the address until it ends; requests
+   * of the same address with the same header join the verification in flight and count once.
+   * A success does not forgive earlier failures: one valid account must not let an address keep
+   * guessing others' passwords (the window ends them on its own). A failure that is not the
+   * caller's (keys unavailable, checks busy) gives its count back, like a success.
+   */
+  verify(peer: string, header: string, key: string): Promise<Authentication> | VerificationRefusal {
+    const joint = `${unmapIpv4(peer)} ${key}`;
+    const shared = this.counted.get(joint);
+    if (shared) return shared;
+    const ticket = this.throttle.begin(peer);
+    if (!ticket.admitted) return ticket;
+    const verification = this.authenticate(header, key)
+      .then((authentication) => {
+        ticket.end(!authentication.ok && isCallersFault(authentication.reason));
+        return authentication;
+      })
+      .finally(() => this.counted.delete(joint));
+    this.counted.set(joint, verification);
+    return verification;
+  }
+
+  private async authenticate(header: string, key: string): Promise<Authentication> {
     try {
-      const loaded = authenticator ?? (await loading);
+      const loaded = this.authenticator ?? (await this.loading);
       return loaded
         ? await loaded.authenticate(header, key)
         : { ok: false, reason: "not_configured", message: "no callers source is configured" };
@@ -176,38 +230,63 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
       };
     }
   }
+}
 
-  /** `address key` → the verification that address started for that header. */
-  const counted = new Map<string, Promise<Authentication>>();
+/** The gate of one configuration: its upstreams' compiled `allow` lists. */
+class AllowListGate implements CallerGate {
+  private readonly policies = new Map<string, AllowPolicy>();
+  private readonly verdicts: Verdicts;
+  private readonly verifications: CountedVerifications;
 
-  /**
-   * Verify `header` for `peer`, counted as one failure of the address until it ends; requests
-   * of the same address with the same header join the verification in flight and count once.
-   * A success does not forgive earlier failures: one valid account must not let an address keep
-   * guessing others' passwords (the window ends them on its own). A failure that is not the
-   * caller's (keys unavailable, checks busy) gives its count back, like a success.
-   */
-  function verifyCounted(
-    peer: string,
-    header: string,
-    key: string,
-  ): Promise<Authentication> | VerificationRefusal {
-    const joint = `${unmapIpv4(peer)} ${key}`;
-    const shared = counted.get(joint);
-    if (shared) return shared;
-    const ticket = deps.throttle.begin(peer);
-    if (!ticket.admitted) return ticket;
-    const verification = authenticate(header, key)
-      .then((authentication) => {
-        ticket.end(!authentication.ok && isCallersFault(authentication.reason));
-        return authentication;
-      })
-      .finally(() => counted.delete(joint));
-    counted.set(joint, verification);
-    return verification;
+  constructor(private readonly deps: CallerGateDeps) {
+    for (const upstream of deps.upstreams) {
+      if (upstream.allow) this.policies.set(upstream.name, compileAllowRules(upstream.allow));
+    }
+    this.verdicts = new Verdicts(deps.callers, deps.metrics, deps.denials);
+    this.verifications = new CountedVerifications(deps.authenticator, deps.throttle);
   }
 
-  async function verifyThenDecide(
+  check(upstream: string, req: IncomingMessage): GateVerdict | Promise<GateVerdict> {
+    const policy = this.policies.get(upstream);
+    if (!policy) return OPEN;
+    const { verdicts, verifications, deps } = this;
+    const peer = req.socket.remoteAddress ?? "";
+    // An address rule admits without a credential: nothing to verify, nothing to spend.
+    if (policy.allowsAddress(peer)) return { allowed: true, caller: addressLabel(peer) };
+    const header = req.headers["proxy-authorization"];
+    if (header === undefined || !policy.needsCredential) {
+      return verdicts.decide(upstream, policy, peer, undefined);
+    }
+    const key = credentialKey(header);
+    const block = deps.throttle.blockOf(peer);
+    if (block) {
+      // A blocked address gets nothing new, not even a credential someone else proved: else
+      // the block would answer "right" fast for every password in the cache. Only a
+      // connection that proved this very credential before the block began goes on with it,
+      // so clients sharing the address keep their pooled connections.
+      const kept = deps.proofs.provedBefore(req.socket, key, block.sinceMs)
+        ? verifications.peek(key)
+        : undefined;
+      if (kept) return verdicts.decide(upstream, policy, peer, kept);
+      return verdicts.throttled(upstream, peer, block.retryAfterSeconds);
+    }
+    const cached = verifications.peek(key);
+    if (cached) {
+      deps.proofs.remember(req.socket, key);
+      return verdicts.decide(upstream, policy, peer, cached);
+    }
+    const pending = verifications.verify(peer, header, key);
+    if (!(pending instanceof Promise)) {
+      return verdicts.throttled(upstream, peer, pending.retryAfterSeconds);
+    }
+    return this.verifyThenDecide(upstream, policy, req, peer, pending, key);
+  }
+
+  async ready(): Promise<void> {
+    await this.verifications.loading;
+  }
+
+  private async verifyThenDecide(
     upstream: string,
     policy: AllowPolicy,
     req: IncomingMessage,
@@ -216,47 +295,7 @@ export function createCallerGate(deps: CallerGateDeps): CallerGate {
     key: string,
   ): Promise<GateVerdict> {
     const authentication = await pending;
-    if (authentication.ok) deps.proofs.remember(req.socket, key);
-    return decide(upstream, policy, peer, authentication);
+    if (authentication.ok) this.deps.proofs.remember(req.socket, key);
+    return this.verdicts.decide(upstream, policy, peer, authentication);
   }
-
-  return {
-    check(upstream, req) {
-      const policy = policies.get(upstream);
-      if (!policy) return OPEN;
-      const peer = req.socket.remoteAddress ?? "";
-      // An address rule admits without a credential: nothing to verify, nothing to spend.
-      if (policy.allowsAddress(peer)) return { allowed: true, caller: addressLabel(peer) };
-      const header = req.headers["proxy-authorization"];
-      if (header === undefined || !policy.needsCredential) {
-        return decide(upstream, policy, peer, undefined);
-      }
-      const key = credentialKey(header);
-      const block = deps.throttle.blockOf(peer);
-      if (block) {
-        // A blocked address gets nothing new, not even a credential someone else proved: else
-        // the block would answer "right" fast for every password in the cache. Only a
-        // connection that proved this very credential before the block began goes on with it,
-        // so clients sharing the address keep their pooled connections.
-        const kept = deps.proofs.provedBefore(req.socket, key, block.sinceMs)
-          ? authenticator?.peek(key)
-          : undefined;
-        if (kept) return decide(upstream, policy, peer, kept);
-        return throttled(upstream, peer, block.retryAfterSeconds);
-      }
-      const cached = authenticator?.peek(key);
-      if (cached) {
-        deps.proofs.remember(req.socket, key);
-        return decide(upstream, policy, peer, cached);
-      }
-      const pending = verifyCounted(peer, header, key);
-      if (!(pending instanceof Promise)) {
-        return throttled(upstream, peer, pending.retryAfterSeconds);
-      }
-      return verifyThenDecide(upstream, policy, req, peer, pending, key);
-    },
-    async ready() {
-      await loading;
-    },
-  };
 }

@@ -19,7 +19,7 @@
  * more than one process answers.
  */
 import { LRUCache } from "lru-cache";
-import { unmapIpv4 } from "./types.js";
+import { unmapIpv4 } from "../base/peer-address.js";
 
 /** A block in force. */
 export interface AddressBlock {

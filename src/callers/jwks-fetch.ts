@@ -8,10 +8,10 @@
 import { createLocalJWKSet, type FetchImplementation } from "jose";
 import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
+import { fingerprint } from "../base/fingerprint.js";
 import { errorMessage } from "../errors.js";
 import { request } from "../net/undici-core.js";
 import { createLogThrottle } from "../observability/log-throttle.js";
-import { fingerprint } from "../token/fingerprint.js";
 import { JWKS_RETRY_AFTER_FAILURE_MS, JWKS_STALE_LIMIT_MS } from "./jwks-timing.js";
 import type { JwksTokenFile } from "./jwks-token-file.js";
 

@@ -18,10 +18,10 @@ import type { Logger } from "pino";
 import { ConfigError } from "../errors.js";
 import { buildTlsOptions } from "../net/dispatcher.js";
 import { Agent } from "../net/undici-core.js";
+import type { KubernetesCallersConfig } from "./caller-types.js";
 import { createJwksFetch, parseJwks, withFailureBackoff, withLastGoodKeys } from "./jwks-fetch.js";
 import { JWKS_COOLDOWN_MS, JWKS_MAX_AGE_MS, JWKS_TIMEOUT_MS } from "./jwks-timing.js";
 import { openJwksTokenFile } from "./jwks-token-file.js";
-import type { KubernetesCallersConfig } from "./types.js";
 import { readWatchedFileSync, type WatchedFile, watchFile } from "./watched-file.js";
 
 export {

@@ -13,29 +13,11 @@
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
+import { parseBearerTokenFile } from "../base/bearer-token.js";
+import { fingerprint } from "../base/fingerprint.js";
 import { ConfigError } from "../errors.js";
-import { fingerprint } from "../token/fingerprint.js";
-import { isBearerTokenSyntax } from "../token/token-response.js";
 
 const FIELD = "callers.kubernetes.jwksTokenFile";
-
-/** The token in a token file's text, or why there is none (never quoting the text). */
-export function parseBearerTokenFile(
-  text: string,
-): { ok: true; token: string } | { ok: false; problem: string } {
-  // A Secret written with `echo` ends in a newline; projected tokens don't. Either is one token.
-  const token = text.trim();
-  if (token === "") return { ok: false, problem: "found an empty file" };
-  // The project's one rule for a bearer token (wider than RFC 6750's b64token, which Kubernetes
-  // static and bootstrap tokens need not fit): one header-safe word.
-  if (!isBearerTokenSyntax(token)) {
-    return {
-      ok: false,
-      problem: "found text that is not one token (spaces, line breaks or non-ASCII characters)",
-    };
-  }
-  return { ok: true, token };
-}
 
 export interface JwksTokenFile {
   /** The token to send now: the file as it reads now, or the last good token if it can't be. */

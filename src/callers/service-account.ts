@@ -7,8 +7,8 @@
 import { decodeProtectedHeader, errors, type JWTPayload, jwtVerify } from "jose";
 import type { Logger } from "pino";
 import { createLogThrottle } from "../observability/log-throttle.js";
+import type { Authentication, KubernetesCallersConfig } from "./caller-types.js";
 import { createJwksSource, type JwksSource } from "./jwks-source.js";
-import type { Authentication, KubernetesCallersConfig } from "./types.js";
 
 /**
  * Asymmetric algorithms only: the API server signs with RS256 (RSA keys) or ES256/ES384/ES512

@@ -11,7 +11,7 @@ import {
   connect as connectTls,
   type DetailedPeerCertificate,
 } from "node:tls";
-import type { UpstreamTls } from "../config/types.js";
+import type { UpstreamTls } from "../config/proxy-config.js";
 import { errorMessage } from "../errors.js";
 import { buildTlsOptions } from "../net/dispatcher.js";
 

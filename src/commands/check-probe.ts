@@ -4,7 +4,7 @@
  * stripPrefix) — and skipped, with where it goes instead, at the others. Probing every upstream
  * with one path failed those whose routes do not take it (`/platform/v1/...` at `/scripts`).
  */
-import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
+import type { ProxyConfig, UpstreamConfig } from "../config/proxy-config.js";
 import { errorMessage } from "../errors.js";
 import { createDispatcher } from "../net/dispatcher.js";
 import { request } from "../net/undici-core.js";

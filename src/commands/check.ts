@@ -7,12 +7,12 @@
  */
 
 import { createScrubber, type Scrubber } from "../admin/redact.js";
-import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.js";
+import { fingerprint } from "../base/fingerprint.js";
+import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/proxy-config.js";
 import { BearerProxyError } from "../errors.js";
 import { decodeJwtPayload } from "../token/client-auth/jws.js";
 import { CHECK_CREDENTIALS_HINT } from "../token/credential-hint.js";
 import type { Dpop } from "../token/dpop/index.js";
-import { fingerprint } from "../token/fingerprint.js";
 import { describeTokenUrl } from "../token/response-text.js";
 import { checkDns, checkTcp, checkTls, type Outcome } from "./check-network.js";
 import { clientProbePath, notRoutedHere, probeApi, probeRoute } from "./check-probe.js";

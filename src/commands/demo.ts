@@ -4,7 +4,7 @@
  */
 import { loadConfig } from "../config/load.js";
 import { startEmulator } from "../emulator/emulator.js";
-import type { Emulator } from "../emulator/types.js";
+import type { Emulator } from "../emulator/emulator-types.js";
 import { startProxy } from "../main.js";
 import { toListenError } from "../net/listen-error.js";
 import { createLogger } from "../observability/logger.js";

@@ -1,7 +1,7 @@
 /** `bearer-proxy emulate`: the built-in upstream emulator on its own, until a signal. */
 import { readFileSync } from "node:fs";
 import { describeEmulator, type EmulatorOptions, startEmulator } from "../emulator/emulator.js";
-import type { Emulator } from "../emulator/types.js";
+import type { Emulator } from "../emulator/emulator-types.js";
 import { toListenError } from "../net/listen-error.js";
 import { cannotListen, emulateListenHint } from "./listen-hints.js";
 

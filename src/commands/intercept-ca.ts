@@ -4,7 +4,7 @@
  * trust it. `--generate DIR` makes a CA for local use instead (intercept/generate-ca.ts).
  */
 import type { Writable } from "node:stream";
-import { loadInterceptCa } from "../intercept/ca.js";
+import { loadInterceptCa } from "../config/intercept-ca.js";
 import { generateInterceptCa, writeInterceptCa } from "../intercept/generate-ca.js";
 import { configFlagsFrom } from "./config-flags.js";
 import { loadOrReport } from "./run.js";

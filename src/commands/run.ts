@@ -1,7 +1,7 @@
 /** `bearer-proxy run`: load config, start, run until a signal or /quitquitquit. */
 import { displayUrl } from "../admin/redact.js";
 import { formatConfigError, loadConfigWithWarnings } from "../config/load.js";
-import type { ProxyConfig } from "../config/types.js";
+import type { ProxyConfig } from "../config/proxy-config.js";
 import { ConfigError, errorMessage, ListenError } from "../errors.js";
 import { startProxy } from "../main.js";
 import { createLogger, type Logger } from "../observability/logger.js";

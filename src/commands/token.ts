@@ -4,7 +4,7 @@
  * contain the secret or the token (nor, with `dpop`, the private key or a proof: only the key's
  * thumbprint and algorithm). Also home of the small helpers `check` shares.
  */
-import type { ProxyConfig, UpstreamConfig } from "../config/types.js";
+import type { ProxyConfig, UpstreamConfig } from "../config/proxy-config.js";
 import { BearerProxyError, errorMessage } from "../errors.js";
 import { createDispatcher } from "../net/dispatcher.js";
 import { requestToken, type TokenResponse } from "../token/client-credentials.js";

@@ -6,8 +6,8 @@
 
 import type { Env } from "./interpolate.js";
 import { type IssueList, isObject, toPointer } from "./issues.js";
+import type { ListenSpec } from "./proxy-config.js";
 import { didYouMean } from "./suggest.js";
-import type { ListenSpec } from "./types.js";
 
 /** Command-line settings; each mirrors a `BEARER_PROXY_*` variable (see `SETTINGS`). */
 export interface ConfigFlags {

@@ -15,10 +15,10 @@ import { type Env, interpolateDocument } from "./interpolate.js";
 import { IssueList, type RawIssue, toPointer } from "./issues.js";
 import { deepFreeze, normalizeConfig } from "./normalize.js";
 import type { ParsedYaml } from "./parse-yaml.js";
+import type { ProxyConfig } from "./proxy-config.js";
 import { createConfigError, issueText, type ReportContext, toConfigIssue } from "./report.js";
 import type { ConfigFile } from "./schema.js";
 import { validateSchema } from "./schema-errors.js";
-import type { ProxyConfig } from "./types.js";
 import { validateSemantics } from "./validate-semantics.js";
 
 export type { ConfigFlags } from "./env-overrides.js";

@@ -5,12 +5,9 @@
  */
 import { availableParallelism } from "node:os";
 import { isAbsolute, resolve } from "node:path";
+import { DEFAULT_ACCEPT_TOKEN_TYPES } from "./accept-token-types.js";
 import { DEFAULT_API_VERSION, KNOWN_API_VERSIONS, resolveApiVersion } from "./api-versions.js";
 import { type IssuePath, toPointer } from "./issues.js";
-import { readinessConfig } from "./readiness-defaults.js";
-import { normalizeSentinel } from "./redis-topology.js";
-import type { ConfigFile, UpstreamConfigFile } from "./schema.js";
-import { DEFAULT_ACCEPT_TOKEN_TYPES } from "./token-types.js";
 import type {
   AllowRule,
   CallersConfig,
@@ -21,7 +18,10 @@ import type {
   TokenPolicy,
   UpstreamConfig,
   UpstreamTls,
-} from "./types.js";
+} from "./proxy-config.js";
+import { readinessConfig } from "./readiness-defaults.js";
+import { normalizeSentinel } from "./redis-topology.js";
+import type { ConfigFile, UpstreamConfigFile } from "./schema.js";
 import { parseByteSize, parseDurationMs } from "./units.js";
 
 /** Every default, in the file's own units; schema.ts documents each next to its field. */

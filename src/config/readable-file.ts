@@ -1,7 +1,7 @@
 /**
  * Whether a file named by the config can be read, in the words every file field's message uses
  * ("expected a readable file, found nothing at …"): the semantic checks and the interception CA
- * loader (intercept/ca.ts) both ask here.
+ * loader (config/intercept-ca.ts) both ask here.
  */
 import { constants } from "node:fs";
 import { access, stat } from "node:fs/promises";

@@ -13,8 +13,8 @@
  * client ids instead judged "one client, many audiences" a sidecar, and one refused audience made
  * /readyz 503 on every replica (issue 22).
  */
-import { credentialIdentity } from "../token/credential-identity.js";
-import type { ReadinessConfig, RequireTokens, UpstreamConfig } from "./types.js";
+import { credentialIdentity } from "./credential-identity.js";
+import type { ReadinessConfig, RequireTokens, UpstreamConfig } from "./proxy-config.js";
 
 /** The configured policy, or the default for the shape of `upstreams`. */
 export function readinessConfig(

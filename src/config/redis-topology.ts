@@ -5,8 +5,8 @@
  * turns the sentinel form into addresses.
  */
 import { type IssueList, type IssuePath, isObject } from "./issues.js";
+import type { RedisSentinelConfig } from "./proxy-config.js";
 import type { ConfigFile } from "./schema.js";
-import type { RedisSentinelConfig } from "./types.js";
 
 /** Sentinel's own default port (redis.io sentinel docs). */
 export const DEFAULT_SENTINEL_PORT = 26379;

@@ -3,11 +3,13 @@
  * converted to the milliseconds and bytes the runtime config uses.
  */
 
+import { MAX_TIMER_MS } from "../base/clock.js";
+
 /**
  * Longest duration accepted: Node.js runs a timer of at most 2^31 - 1 ms and fires a longer one
  * after 1 ms (TimeoutOverflowWarning), which would turn a long timeout into an instant one.
  */
-export const MAX_DURATION_MS = 2_147_483_647;
+export const MAX_DURATION_MS = MAX_TIMER_MS;
 
 /** schema.ts `Duration`'s string form (a plain string: the runtime reads it without TypeBox). */
 export const DURATION_PATTERN = "^[0-9]+(\\.[0-9]+)?(ms|s|m|h)$";

@@ -5,10 +5,10 @@
  * rule that silently matches nobody (or, worse, a route left open).
  */
 import { readFile } from "node:fs/promises";
-import { parseCidr } from "../callers/cidr.js";
-import { parseHtpasswd } from "../callers/htpasswd.js";
-import { parseBearerTokenFile } from "../callers/jwks-token-file.js";
-import { isLoopbackHost } from "../net/loopback.js";
+import { parseBearerTokenFile } from "../base/bearer-token.js";
+import { parseCidr } from "../base/cidr.js";
+import { parseHtpasswd } from "../base/htpasswd-format.js";
+import { isLoopbackListenHost } from "../base/loopback.js";
 import { describeValue, type IssueList, type IssuePath, isObject } from "./issues.js";
 import { type PathContext, resolveFilePath } from "./normalize.js";
 
@@ -213,7 +213,7 @@ function warnOpenGateway(
         ? u.listen.host
         : "127.0.0.1"
       : mainHost;
-    return !isLoopbackHost(host);
+    return !isLoopbackListenHost(host);
   });
   if (exposed.length < 2 || exposed.some((u) => Array.isArray(u.allow))) return;
   issues.warn(

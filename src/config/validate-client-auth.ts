@@ -5,9 +5,9 @@
  */
 import { createPrivateKey } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { inferAlgorithm, keyProblem } from "../token/client-auth/jws.js";
+import { inferAlgorithm, keyProblem } from "../base/private-key.js";
 import { type IssueList, type IssuePath, isObject } from "./issues.js";
-import type { AssertionAlgorithm } from "./types.js";
+import type { AssertionAlgorithm } from "./proxy-config.js";
 
 const SECRET_METHODS = new Set(["body", "basic"]);
 const METHODS = new Set([

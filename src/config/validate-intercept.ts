@@ -1,11 +1,11 @@
 /**
- * `intercept` and `upstreams[].intercept`: the CA must be usable (intercept/ca.ts checks it, as
+ * `intercept` and `upstreams[].intercept`: the CA must be usable (intercept-ca.ts checks it, as
  * the start does), and a CONNECT must name exactly one upstream. A terminated CONNECT is routed
- * by its authority alone (intercept/authority.ts), so two intercepted upstreams with one
+ * by its authority alone (base/authority.ts), so two intercepted upstreams with one
  * authority could never both be reached, and an upstream without the CA could not be served.
  */
-import { interceptAuthority } from "../intercept/authority.js";
-import { readInterceptCa } from "../intercept/ca.js";
+import { interceptAuthority } from "../base/authority.js";
+import { readInterceptCa } from "./intercept-ca.js";
 import { formatPath, type IssueList, type IssuePath, isObject } from "./issues.js";
 import { type PathContext, resolveFilePath } from "./normalize.js";
 

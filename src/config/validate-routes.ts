@@ -10,10 +10,10 @@
  * `match.pathPrefix` is the longest prefix of its path — the path as normalized by `paths`
  * (src/net/path-normalization.ts), so a prefix must be written in that form to ever match.
  */
-import { MALFORMED_ESCAPE, normalizePath } from "../net/path-normalization.js";
+import { MALFORMED_ESCAPE, normalizePath } from "../base/path-normalization.js";
 import { formatPath, type IssueList, type IssuePath, isObject } from "./issues.js";
 import { DEFAULTS, normalizeHostEntry } from "./normalize.js";
-import type { ListenSpec, PathsConfig } from "./types.js";
+import type { ListenSpec, PathsConfig } from "./proxy-config.js";
 
 interface Member {
   at: IssuePath;

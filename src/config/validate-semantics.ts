@@ -5,18 +5,18 @@
  */
 
 import type { KeyObject } from "node:crypto";
-import { HOP_BY_HOP_HEADERS } from "../net/hop-by-hop.js";
-import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "../token/dpop/key-problem.js";
+import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "../base/dpop-key-check.js";
+import { HOP_BY_HOP_HEADERS } from "../base/hop-by-hop.js";
+import { checkAcceptTokenTypes } from "./accept-token-types.js";
 import { KNOWN_API_VERSIONS } from "./api-versions.js";
 import { SETTINGS } from "./env-overrides.js";
 import { describeValue, type IssueList, type IssuePath, isObject, toPointer } from "./issues.js";
 import { DEFAULTS, KNOWN_VERSION_NAMES, type PathContext, resolveFilePath } from "./normalize.js";
+import type { AssertionAlgorithm } from "./proxy-config.js";
 import { checkReadableFile } from "./readable-file.js";
 import { validateRedisTopology } from "./redis-topology.js";
 import { didYouMean } from "./suggest.js";
 import { type PemFile, type PemKind, readPemFile } from "./tls-files.js";
-import { checkAcceptTokenTypes } from "./token-types.js";
-import type { AssertionAlgorithm } from "./types.js";
 import { parseByteSize } from "./units.js";
 import { validateBinding } from "./validate-binding.js";
 import { validateCallers } from "./validate-callers.js";

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AccessTokenAuthority } from "./access-tokens.js";
+import type { EmulatorClient, EmulatorStats, TokenFaultHandler } from "./emulator-types.js";
 import { pathOf, sendJson } from "./http-io.js";
-import type { EmulatorClient, EmulatorStats, TokenFaultHandler } from "./types.js";
 
 /**
  * The emulator's mutable state, shared by the routes, plus the control surface that tests and

@@ -17,11 +17,11 @@ import {
   handleControl,
   indexClients,
 } from "./control.js";
+import type { Emulator, EmulatorClient, EmulatorOptions } from "./emulator-types.js";
 import { pathOf, sendJson } from "./http-io.js";
 import { handleTokenRequest, TOKEN_PATHS } from "./token-endpoint.js";
-import type { Emulator, EmulatorClient, EmulatorOptions } from "./types.js";
 
-export type * from "./types.js";
+export type * from "./emulator-types.js";
 
 /** The client every emulator accepts unless told otherwise; fine to print (demo only). */
 export const DEMO_CLIENT: Readonly<EmulatorClient> = Object.freeze({

@@ -5,7 +5,7 @@
  * clients (curl, Python, Node, git) send unknown_ca, Java certificate_unknown, Go
  * bad_certificate; the server side sees it as the error code node derives from the alert.
  */
-import type { CaSummary } from "./ca.js";
+import type { CaSummary } from "../config/intercept-ca.js";
 
 /** The `reason` label of `bearer_proxy_intercept_handshake_failures_total`. */
 export type HandshakeFailureReason = "untrusted_ca" | "expired" | "timeout" | "closed" | "other";

@@ -20,9 +20,9 @@ import { generateKeyPair, type KeyObject, randomBytes, webcrypto } from "node:cr
 import { createSecureContext, type SecureContext } from "node:tls";
 import { promisify } from "node:util";
 import { LRUCache } from "lru-cache";
+import { isIpHost } from "../base/authority.js";
+import type { InterceptCa } from "../config/intercept-ca.js";
 import { BearerProxyError, errorMessage } from "../errors.js";
-import { isIpHost } from "./authority.js";
-import type { InterceptCa } from "./ca.js";
 
 /** ALPN offered inside a tunnel: HTTP/1.1 (the request pipeline speaks HTTP/1). */
 export const INTERCEPT_ALPN_PROTOCOLS: readonly string[] = ["http/1.1"];

@@ -4,7 +4,7 @@
  * thousands of upstreams on a few origins must not build thousands of Agents.
  */
 import type { Dispatcher } from "undici";
-import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/types.js";
+import type { ProxyConfig, UpstreamConfig, UpstreamTls } from "../config/proxy-config.js";
 import { createDispatcher, type DispatcherOptions } from "./dispatcher.js";
 
 export interface DispatcherPool {

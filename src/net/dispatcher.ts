@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
 import type { Dispatcher } from "undici";
-import type { UpstreamTls } from "../config/types.js";
+import type { UpstreamTls } from "../config/proxy-config.js";
 import { createUpstreamConnector } from "./read-after-write-reset.js";
 import { createReloadingConnector } from "./reloading-connector.js";
 import { Agent, ProxyAgent } from "./undici-core.js";

@@ -6,8 +6,8 @@
  * old certificate's identity. A half-rotated pair (new certificate, old key) does not build:
  * the previous connector keeps serving until the pair matches again.
  */
-import { statSync } from "node:fs";
 import type { buildConnector as BuildConnector } from "undici";
+import { statSignatureSync } from "../base/file-poll.js";
 import { buildConnector } from "./undici-core.js";
 
 /**
@@ -22,7 +22,7 @@ export function createReloadingConnector(
   let signature: string | undefined;
   let current: BuildConnector.connector | undefined;
   return (options, callback) => {
-    const now = statSignature(files);
+    const now = currentSignature(files);
     if (current === undefined || (now !== undefined && now !== signature)) {
       try {
         current = make(build());
@@ -38,14 +38,9 @@ export function createReloadingConnector(
   };
 }
 
-function statSignature(files: readonly string[]): string | undefined {
+function currentSignature(files: readonly string[]): string | undefined {
   try {
-    return files
-      .map((file) => {
-        const s = statSync(file);
-        return `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
-      })
-      .join("|");
+    return statSignatureSync(files);
   } catch {
     return undefined; // mid-swap: keep what we have
   }

@@ -67,16 +67,51 @@ export function statusClass(status: number): string {
   return status >= 100 && status < 600 ? `${Math.floor(status / 100)}xx` : "other";
 }
 
-/** Every instrument on a registry of its own. */
+/** Gauges read at scrape from the parts that own the numbers (see the watch* methods). */
+interface ScrapeSources {
+  queueDepths?: (() => Iterable<readonly [string, number]>) | undefined;
+  waiting?: (() => number) | undefined;
+  checksWaiting?: (() => number) | undefined;
+}
+
+/**
+ * Every instrument on a registry of its own, created by area in a fixed order (the order
+ * /metrics lists them in).
+ */
 export function createMetrics(options: { collectProcessMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
   if (options.collectProcessMetrics !== false) collectDefaultMetrics({ register: registry });
   const registers = [registry];
-  let queueDepths: (() => Iterable<readonly [string, number]>) | undefined;
-  let waiting: (() => number) | undefined;
-  let checksWaiting: (() => number) | undefined;
+  const sources: ScrapeSources = {};
   return {
     registry,
+    ...requestInstruments(registers),
+    ...tokenInstruments(registers),
+    ...processInstruments(registers),
+    ...callerInstruments(registers, sources),
+    ...pacingInstruments(registers, sources),
+    ...interceptInstruments(registers),
+    watchRateLimitQueues(source) {
+      sources.queueDepths = source;
+    },
+    watchWaiting(source) {
+      sources.waiting = source;
+    },
+    watchPasswordChecks(source) {
+      sources.checksWaiting = source;
+    },
+    requestRates: createRequestRates(),
+  };
+}
+
+/** What the proxy answered: requests, their durations, errors and 401 replays. */
+function requestInstruments(
+  registers: Registry[],
+): Pick<
+  Metrics,
+  "requestsTotal" | "requestDurationSeconds" | "requestsInFlight" | "errorsTotal" | "replaysTotal"
+> {
+  return {
     requestsTotal: new Counter({
       name: "bearer_proxy_requests_total",
       help: "Requests proxied, by upstream, method and response status class.",
@@ -108,6 +143,21 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       labelNames: ["upstream"],
       registers,
     }),
+  };
+}
+
+/** The token sources: fetches, shared-cache hits, expiry, and the shared cache's Redis. */
+function tokenInstruments(
+  registers: Registry[],
+): Pick<
+  Metrics,
+  | "tokenFetchesTotal"
+  | "tokenSharedCacheHitsTotal"
+  | "tokenFetchDurationSeconds"
+  | "tokenExpiryTimestampSeconds"
+  | "redisUp"
+> {
+  return {
     tokenFetchesTotal: new Counter({
       name: "bearer_proxy_token_fetches_total",
       help: "Token endpoint requests, by upstream and outcome (success or an error code); tokens taken from the shared Redis cache are counted in bearer_proxy_token_shared_cache_hits_total instead.",
@@ -138,6 +188,14 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       help: "1 when the shared Redis token cache answers, 0 when the proxy fell back to local fetching.",
       registers,
     }),
+  };
+}
+
+/** The process: configuration reloads and upgraded connections. */
+function processInstruments(
+  registers: Registry[],
+): Pick<Metrics, "configReloadsTotal" | "upgradesOpen"> {
+  return {
     configReloadsTotal: new Counter({
       name: "bearer_proxy_config_reloads_total",
       help: "Configuration reloads (SIGHUP or a config file change), by outcome: applied, rejected, restart_required.",
@@ -149,6 +207,18 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       help: "Upgraded connections (WebSocket) open or awaiting the upstream's 101, bounded by limits.maxUpgrades.",
       registers,
     }),
+  };
+}
+
+/** The caller gate: refusals and password checks. */
+function callerInstruments(
+  registers: Registry[],
+  sources: ScrapeSources,
+): Pick<
+  Metrics,
+  "callerDeniedTotal" | "callerPasswordChecksTotal" | "callerPasswordChecksWaiting"
+> {
+  return {
     callerDeniedTotal: new Counter({
       name: "bearer_proxy_caller_denied_total",
       help: "Requests refused by an upstream's allow list, by upstream and reason (no_credential, invalid_credential, not_allowed, throttled, keys_unavailable, checks_busy).",
@@ -165,9 +235,25 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       help: "Password checks waiting for a free slot (callers.basic.maxConcurrentChecks), at most callers.basic.maxQueuedChecks.",
       registers,
       collect() {
-        this.set(checksWaiting?.() ?? 0);
+        this.set(sources.checksWaiting?.() ?? 0);
       },
     }),
+  };
+}
+
+/** Pacing: refusals, queues, waits, retries and the waiting room. */
+function pacingInstruments(
+  registers: Registry[],
+  sources: ScrapeSources,
+): Pick<
+  Metrics,
+  | "rateLimitedTotal"
+  | "rateLimitQueueDepth"
+  | "rateLimitWaitSeconds"
+  | "retriesTotal"
+  | "waitingRequests"
+> {
+  return {
     rateLimitedTotal: new Counter({
       name: "bearer_proxy_rate_limited_total",
       help: "Pacing (upstreams[].rateLimit), by upstream and reason: limit (answered 429 rate_limited), paused (answered 429 upstream_rate_limited during the upstream's pause), max_waiting and max_waiting_per_caller (answered 429 rate_limited: no place among the waiting, limits.maxWaiting / maxWaitingPerCaller), upstream_429 and upstream_503 (the upstream answered with Retry-After and paused its traffic).",
@@ -181,6 +267,7 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       registers,
       collect() {
         this.reset();
+        const queueDepths = sources.queueDepths;
         if (queueDepths === undefined) return;
         for (const [upstream, depth] of queueDepths()) this.set({ upstream }, depth);
       },
@@ -198,6 +285,23 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       labelNames: ["upstream", "reason"],
       registers,
     }),
+    waitingRequests: new Gauge({
+      name: "bearer_proxy_waiting_requests",
+      help: "Requests waiting for a pacing turn or an upstream's pause, over every upstream (out of limits.maxInFlight while they wait; bounded by limits.maxWaiting).",
+      registers,
+      collect() {
+        const waiting = sources.waiting;
+        if (waiting !== undefined) this.set(waiting());
+      },
+    }),
+  };
+}
+
+/** CONNECT interception: refused handshakes and the CA's expiry. */
+function interceptInstruments(
+  registers: Registry[],
+): Pick<Metrics, "interceptHandshakeFailuresTotal" | "interceptCaExpiryTimestampSeconds"> {
+  return {
     interceptHandshakeFailuresTotal: new Counter({
       name: "bearer_proxy_intercept_handshake_failures_total",
       help: "TLS handshakes of terminated CONNECTs that failed, by upstream and reason: untrusted_ca (the client refused the leaf certificate: it does not trust the interception CA, or pins another), timeout, closed, other.",
@@ -209,23 +313,5 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       help: "Unix time at which the interception CA certificate (intercept.caCertFile) expires; 0 without intercept.",
       registers,
     }),
-    waitingRequests: new Gauge({
-      name: "bearer_proxy_waiting_requests",
-      help: "Requests waiting for a pacing turn or an upstream's pause, over every upstream (out of limits.maxInFlight while they wait; bounded by limits.maxWaiting).",
-      registers,
-      collect() {
-        if (waiting !== undefined) this.set(waiting());
-      },
-    }),
-    watchRateLimitQueues(source) {
-      queueDepths = source;
-    },
-    watchWaiting(source) {
-      waiting = source;
-    },
-    watchPasswordChecks(source) {
-      checksWaiting = source;
-    },
-    requestRates: createRequestRates(),
   };
 }

@@ -21,7 +21,7 @@ import {
   TraceIdRatioBasedSampler,
 } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
-import { loggableUrl } from "../net/loggable-url.js";
+import { loggableUrl } from "../base/loggable-url.js";
 import { createLogThrottle } from "./log-throttle.js";
 import type { Logger } from "./logger.js";
 import type { TracingSettings } from "./tracing-settings.js";

@@ -6,9 +6,10 @@
  * — plain, upgrade, retried, replayed — goes through `inject` (Envoy's `inject()` in
  * `injected_credentials/common/credential.h`). token/ finds the token; this only writes it.
  */
-import type { UpstreamConfig } from "../config/types.js";
-import { isBearerTokenSyntax } from "../token/token-response.js";
-import type { AccessToken } from "../token/types.js";
+
+import { isBearerTokenSyntax } from "../base/bearer-token.js";
+import type { UpstreamConfig } from "../config/proxy-config.js";
+import type { AccessToken } from "../token/token-provider.js";
 
 /** Where the credential goes in a forwarded header list (see routing/forwarded-headers.ts). */
 export interface CredentialSlots {

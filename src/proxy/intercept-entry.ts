@@ -16,11 +16,11 @@ import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { TLSSocket } from "node:tls";
+import { authorityHost, connectAuthority } from "../base/authority.js";
 import type { CallerGate, GateVerdict } from "../callers/caller-gate.js";
-import type { LimitsConfig } from "../config/types.js";
+import type { CaSummary } from "../config/intercept-ca.js";
+import type { LimitsConfig } from "../config/proxy-config.js";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
-import { authorityHost, connectAuthority } from "../intercept/authority.js";
-import type { CaSummary } from "../intercept/ca.js";
 import {
   describeHandshakeFailure,
   type HandshakeFailureReason,

@@ -10,7 +10,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 import { PROXY_ERROR_STATUS, type ProxyErrorCode } from "../errors.js";
 import type { ServerSpan, Tracing } from "../observability/tracing.js";
-import type { AccessToken } from "../token/types.js";
+import type { AccessToken } from "../token/token-provider.js";
 import type { CredentialSlots } from "./credential.js";
 import { type MappedProxyError, sendProxyError } from "./proxy-errors.js";
 import type { BodyPlan } from "./request-body.js";
@@ -161,7 +161,7 @@ export class ProxiedRequest {
     return this.hasBody;
   }
 
-  /** Waiting for a pacing turn: out of its load meanwhile (pacing/waiting-room.ts). */
+  /** Waiting for a pacing turn: out of its load meanwhile (base/waiting-room.ts). */
   leaveLoad(): void {
     this.ctx.leaveLoad(this);
   }

@@ -21,7 +21,7 @@ import { once } from "node:events";
 import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { CallerGate } from "../callers/caller-gate.js";
-import type { ListenSpec, ProxyConfig, UpstreamConfig } from "../config/types.js";
+import type { ListenSpec, ProxyConfig, UpstreamConfig } from "../config/proxy-config.js";
 import type { Lifecycle } from "../lifecycle.js";
 import {
   createServer,

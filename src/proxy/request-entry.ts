@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CallerGate } from "../callers/caller-gate.js";
-import type { LimitsConfig, PathsConfig } from "../config/types.js";
+import type { LimitsConfig, PathsConfig } from "../config/proxy-config.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
 import { NOOP_TRACING, type Tracing } from "../observability/tracing.js";
@@ -87,7 +87,7 @@ export function createRequestEntry(deps: EntryDeps): RequestEntry {
       lifecycle.load.leave();
     },
     resumeLoad(request) {
-      // It held a slot when it arrived: counted again whatever the load (overload.ts readmit).
+      // It held a slot when it arrived: counted again whatever the load (base/process-load.ts readmit).
       lifecycle.load.readmit();
       request.admitted = true;
       return true;

@@ -6,9 +6,9 @@
  * Content-Length, obs-fold, bare CR, …) arrive as `clientError`; see client-errors.ts.
  */
 import type { IncomingMessage } from "node:http";
-import type { LimitsConfig, PathsConfig } from "../config/types.js";
+import { ESCAPED_SLASH, normalizePath } from "../base/path-normalization.js";
+import type { LimitsConfig, PathsConfig } from "../config/proxy-config.js";
 import type { ProxyErrorCode } from "../errors.js";
-import { ESCAPED_SLASH, normalizePath } from "../net/path-normalization.js";
 
 /** A request the guards accepted: where it goes and what to send. */
 export interface AcceptedTarget {

@@ -5,7 +5,7 @@
  * One pass per response: only names as long as some hop-by-hop name are lowercased, and fields
  * nominated by `Connection` are filtered in a second pass only when it names an end-to-end field.
  */
-import { HOP_BY_HOP_HEADERS } from "../net/hop-by-hop.js";
+import { HOP_BY_HOP_HEADERS } from "../base/hop-by-hop.js";
 import { type RawHeaders, rawText as text } from "../net/raw-headers.js";
 
 const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS);

@@ -17,11 +17,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import type { ProcessLoad } from "../base/process-load.js";
 import type { RawHeaders } from "../net/raw-headers.js";
 import type { Metrics } from "../observability/metrics.js";
 import { NOOP_TRACING } from "../observability/tracing.js";
 import type { SwitchingProtocols } from "./exchange/response-relay.js";
-import type { ProcessLoad } from "./overload.js";
 import { ExchangeStage } from "./pipeline/exchange-stage.js";
 import { GuardStage } from "./pipeline/guard-stage.js";
 import { PacingStage } from "./pipeline/pacing-stage.js";

@@ -4,7 +4,7 @@
  * created, the log destination and the Redis connection can't change in place: a reload that
  * touches any of them is refused whole and reported — never half-applied.
  */
-import type { ListenSpec, ProxyConfig } from "../config/types.js";
+import type { ListenSpec, ProxyConfig } from "../config/proxy-config.js";
 
 /** Limits that are options of the listening servers, fixed when they are created. */
 const SERVER_LIMITS = [

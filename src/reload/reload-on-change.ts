@@ -3,15 +3,28 @@
  * configuration exactly as at start; an invalid one is logged with every problem (as `validate`
  * prints them) and the running configuration stays. A reload never ends the process.
  */
-import type { App } from "../app.js";
 import { formatConfigError } from "../config/load.js";
-import type { ProxyConfig } from "../config/types.js";
+import type { ProxyConfig } from "../config/proxy-config.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { type ConfigWatcher, type ReloadTrigger, watchConfig } from "./config-watcher.js";
 
+/** What a reload came to (counted and shown on /status). */
+export type ReloadOutcome =
+  | { outcome: "applied" }
+  | { outcome: "rejected"; problems: string[] }
+  | { outcome: "restart_required"; paths: string[] };
+
+/** What a reload asks of the running app (the App of app/build-app.ts). */
+export interface ReloadableApp {
+  /** Apply a new, already validated configuration. */
+  reload(next: ProxyConfig, trigger?: ReloadTrigger): Promise<ReloadOutcome>;
+  /** Record a reload whose configuration did not validate (the running one stays). */
+  recordRejected(problems: string[], trigger?: ReloadTrigger): ReloadOutcome;
+}
+
 export interface ReloadOnChangeOptions {
-  app: App;
+  app: ReloadableApp;
   logger: Logger;
   /** The config file to watch; without one only SIGHUP reloads (the environment, flags). */
   file: string | undefined;

@@ -6,7 +6,7 @@
  * and a `use_dpop_nonce` answer is retried once with the server's nonce (§8).
  */
 import type { Dispatcher } from "undici";
-import type { TokenEndpointSpec } from "../config/types.js";
+import type { TokenEndpointSpec } from "../config/proxy-config.js";
 import { BearerProxyError, errorMessage } from "../errors.js";
 import { request } from "../net/undici-core.js";
 import {

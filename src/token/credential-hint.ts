@@ -6,7 +6,7 @@
  * calls the raw style `AuthStyleInHeaderNoEscape`). The hint then says so instead of sending the
  * user to re-check a secret that is correct.
  */
-import type { TokenEndpointSpec } from "../config/types.js";
+import type { TokenEndpointSpec } from "../config/proxy-config.js";
 import { formEncode } from "./client-auth/secret-forms.js";
 
 /** The values that decide the hint; never shown. */

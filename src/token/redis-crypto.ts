@@ -7,8 +7,8 @@
  * credential's key does not decrypt either.
  */
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
-import type { SharedToken } from "./redis-types.js";
-import { isBearerTokenSyntax } from "./token-response.js";
+import { isBearerTokenSyntax } from "../base/bearer-token.js";
+import type { SharedToken } from "./shared-token-cache.js";
 
 const FORMAT_VERSION = 1;
 const IV_BYTES = 12;

@@ -14,13 +14,20 @@
 
 import { randomBytes } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
-import type { RedisCacheConfig } from "../config/types.js";
+import { fingerprint, hashValue } from "../base/fingerprint.js";
+import { describeRedisTarget } from "../base/redis-clients.js";
+import {
+  connectRedis,
+  type RedisCommands,
+  type RedisConnectionOptions,
+  RedisUnavailableError,
+} from "../base/redis-connection.js";
+import type { RedisCacheConfig } from "../config/proxy-config.js";
+import { errorMessage } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
-import { fingerprint, hashValue } from "./fingerprint.js";
-import { connectRedis, type RedisCommands, RedisUnavailableError } from "./redis-connection.js";
 import { decryptToken, deriveTokenKey, encryptToken } from "./redis-crypto.js";
-import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "./redis-types.js";
+import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "./shared-token-cache.js";
 
 /** How often a replica waiting for another's fetch looks at Redis again, plus random jitter. */
 const POLL_INTERVAL_MS = 50;
@@ -68,12 +75,46 @@ export function lockKeyOf(keyPrefix: string, credentialKey: string): string {
   return `${keyPrefix}lock:{${credentialKey}}`;
 }
 
+/**
+ * Each transition of the cache's Redis connection, logged once and mirrored in
+ * `bearer_proxy_redis_up` (0 until the first connection).
+ */
+function logRedisState(
+  config: RedisCacheConfig,
+  logger: Logger,
+  metrics: Metrics | undefined,
+): NonNullable<RedisConnectionOptions["onStateChange"]> {
+  const target = describeRedisTarget(config);
+  metrics?.redisUp.set(0);
+  return (next, previous, reason) => {
+    if (next === "up") {
+      logger.info(
+        { redis: target },
+        previous === "down"
+          ? "redis token cache is reachable again; sharing tokens across replicas"
+          : "redis token cache connected",
+      );
+      metrics?.redisUp.set(1);
+      return;
+    }
+    metrics?.redisUp.set(0);
+    logger.warn(
+      { redis: target, reason: errorMessage(reason) },
+      "redis token cache unavailable; fetching tokens locally until it is back",
+    );
+  };
+}
+
 /** Creates the shared cache and starts connecting to Redis in the background. */
 export function createRedisTokenCache(options: RedisTokenCacheOptions): SharedTokenCache {
   const { config, logger } = options;
   const now = options.now ?? Date.now;
   const sleep = options.sleep ?? defaultSleep;
-  const connection = connectRedis({ config, logger, metrics: options.metrics });
+  const connection = connectRedis({
+    target: config,
+    commandTimeoutMs: config.commandTimeoutMs,
+    onStateChange: logRedisState(config, logger, options.metrics),
+  });
   // Concurrent calls in this replica share one trip to Redis (and at most one fetch).
   const inFlight = new Map<string, Promise<SharedToken>>();
 
@@ -181,6 +222,9 @@ export function createRedisTokenCache(options: RedisTokenCacheOptions): SharedTo
       return pending;
     },
     state: () => connection.state(),
-    close: () => connection.close(),
+    close() {
+      options.metrics?.redisUp.set(0);
+      return connection.close();
+    },
   };
 }

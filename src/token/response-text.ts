@@ -3,7 +3,9 @@
  * without query or userinfo, the IdP's error strings without control characters, and
  * Retry-After as seconds.
  */
-import { loggableUrl } from "../net/loggable-url.js";
+
+import { loggableUrl } from "../base/loggable-url.js";
+import { retryAfterMs } from "../base/retry-after.js";
 
 /** Most seconds of Retry-After honoured; a day-long value is a misconfigured IdP, not advice. */
 export const MAX_RETRY_AFTER_SECONDS = 300;
@@ -24,19 +26,14 @@ export function sanitizeIdpText(text: string, maxLength: number): string {
 }
 
 /**
- * RFC 9110 §10.2.3 Retry-After: delay-seconds or an HTTP-date. Returns whole seconds from
- * `wallNowMs`, capped at MAX_RETRY_AFTER_SECONDS, or undefined when absent or unparsable.
+ * A token endpoint's Retry-After (base/retry-after.ts) in whole seconds from `wallNowMs`,
+ * capped at MAX_RETRY_AFTER_SECONDS, or undefined when absent or unparsable.
  */
-export function parseRetryAfter(value: string | undefined, wallNowMs: number): number | undefined {
-  if (value === undefined) return undefined;
-  const trimmed = value.trim();
-  let seconds: number;
-  if (/^\d+$/.test(trimmed)) {
-    seconds = Number(trimmed);
-  } else {
-    const at = Date.parse(trimmed);
-    if (Number.isNaN(at) || !/[a-z]/i.test(trimmed)) return undefined;
-    seconds = Math.ceil((at - wallNowMs) / 1000);
-  }
-  return Math.min(Math.max(seconds, 0), MAX_RETRY_AFTER_SECONDS);
+export function retryAfterSeconds(
+  value: string | undefined,
+  wallNowMs: number,
+): number | undefined {
+  const waitMs = retryAfterMs(value, wallNowMs);
+  if (waitMs === undefined) return undefined;
+  return Math.min(Math.ceil(waitMs / 1000), MAX_RETRY_AFTER_SECONDS);
 }

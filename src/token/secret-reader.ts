@@ -1,16 +1,16 @@
 /**
  * Reads a credential's client id and secret (inline or from files), and the private key and
  * certificate of the secretless methods, and notices when the files change on disk, so a
- * rotated secret or key is used without a restart. Kubernetes secret volumes swap
- * a `..data` symlink rather than writing the file, which fs.watch on the file misses; polling
- * stat() (which follows the symlink) catches both that and plain rewrites.
+ * rotated secret or key is used without a restart. The files are polled with the house's one
+ * file poll (base/file-poll.ts, which follows Kubernetes' `..data` symlink swaps).
  */
-import { readFile, stat } from "node:fs/promises";
-import type { SecretSource, TokenEndpointSpec } from "../config/types.js";
+import { readFile } from "node:fs/promises";
+import { type Clock, systemClock } from "../base/clock.js";
+import { pollFiles, statSignature } from "../base/file-poll.js";
+import { hashValue } from "../base/fingerprint.js";
+import type { SecretSource, TokenEndpointSpec } from "../config/proxy-config.js";
 import { BearerProxyError } from "../errors.js";
 import { keyMaterialFiles } from "./client-auth/index.js";
-import { type Clock, systemClock } from "./clock.js";
-import { hashValue } from "./fingerprint.js";
 
 /** A credential as read right now. */
 export interface Credentials {
@@ -76,10 +76,17 @@ export function createCredentialReader(
   ];
   const listeners = new Set<(credentials: Credentials) => void>();
   let lastVersion: string | undefined;
-  let lastSignature: string | undefined;
-  let checking: Promise<void> | undefined;
-  let timer: unknown;
   let closed = false;
+  // A changed signature re-reads; a missing file mid-swap keeps the old values, and a read
+  // that fails is tried again at the next poll.
+  const poll = pollFiles({
+    paths: files,
+    pollIntervalMs,
+    timers: clock,
+    onChange: async () => {
+      await read();
+    },
+  });
 
   async function read(): Promise<Credentials> {
     const signature = await statSignature(files).catch(() => undefined);
@@ -99,7 +106,7 @@ export function createCredentialReader(
     };
     const previous = lastVersion;
     lastVersion = credentials.version;
-    if (signature !== undefined) lastSignature = signature;
+    if (signature !== undefined) poll.seen(signature);
     // A change is reported once, by whichever read saw it first: the poll's, or a token fetch's
     // that came before the poll (which then finds the files as it last read them).
     if (previous !== undefined && credentials.version !== previous && !closed) notify(credentials);
@@ -115,33 +122,9 @@ export function createCredentialReader(
     }
   }
 
-  async function checkOnce(): Promise<void> {
-    if (files.length === 0) return;
-    const signature = await statSignature(files).catch(() => undefined);
-    // A missing file mid-swap: keep the old values and look again next time.
-    if (signature === undefined || signature === lastSignature) return;
-    await read().catch(() => undefined);
-  }
-
-  function check(): Promise<void> {
-    checking ??= checkOnce().finally(() => {
-      checking = undefined;
-    });
-    return checking;
-  }
-
-  function schedulePoll(): void {
-    if (closed || pollIntervalMs <= 0 || files.length === 0) return;
-    timer = clock.setTimeout(() => {
-      timer = undefined;
-      void check().finally(schedulePoll);
-    }, pollIntervalMs);
-  }
-  schedulePoll();
-
   return {
     read,
-    check,
+    check: () => poll.check(),
     onChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -150,8 +133,7 @@ export function createCredentialReader(
     close() {
       closed = true;
       listeners.clear();
-      if (timer !== undefined) clock.clearTimeout(timer);
-      timer = undefined;
+      poll.close();
     },
   };
 }
@@ -177,11 +159,6 @@ async function readSource(source: SecretSource, field: string): Promise<string> 
     throw new BearerProxyError("BP_ERR_SECRET_FILE", `${field} ${source.path} is empty`);
   }
   return value;
-}
-
-async function statSignature(paths: readonly string[]): Promise<string> {
-  const stats = await Promise.all(paths.map((path) => stat(path)));
-  return stats.map((s) => `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`).join("|");
 }
 
 function versionOf(values: readonly (string | undefined)[]): string {

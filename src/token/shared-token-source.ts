@@ -8,16 +8,17 @@
  * another `dpop.keyFile` never gets it. An ephemeral key is made per process, so no other
  * replica could use its tokens: they are not shared at all.
  */
-import type { TokenEndpointSpec } from "../config/types.js";
+
+import { sharedCredentialKey } from "../config/credential-identity.js";
+import type { TokenEndpointSpec } from "../config/proxy-config.js";
 import { BearerProxyError } from "../errors.js";
 import { notSharedReason, sharedCacheSecret } from "./client-auth/shared-cache-secret.js";
 import { type ClientCredentials, requestToken } from "./client-credentials.js";
-import { sharedCredentialKey } from "./credential-identity.js";
 import type { Dpop } from "./dpop/index.js";
-import type { SharedToken, SharedTokenCache } from "./redis-types.js";
 import { describeTokenUrl } from "./response-text.js";
+import type { SharedToken, SharedTokenCache } from "./shared-token-cache.js";
+import type { TokenProvider } from "./token-provider.js";
 import { createTokenSource, type FetchedToken, type TokenSourceOptions } from "./token-source.js";
-import type { TokenProvider } from "./types.js";
 
 /**
  * A `createSource` for the token registry whose sources ask `cache` (Redis) before the token

@@ -3,10 +3,11 @@
  * server may have issued the token at any moment since), a safety margin keeps us clear of the
  * server's expiry, and the refresh point is drawn at random so replicas do not refresh together.
  */
-import type { TokenPolicy } from "../config/types.js";
-import { fingerprint } from "./fingerprint.js";
+
+import { fingerprint } from "../base/fingerprint.js";
+import type { TokenPolicy } from "../config/proxy-config.js";
+import type { AccessToken } from "./token-provider.js";
 import type { TokenResponse } from "./token-response.js";
-import type { AccessToken } from "./types.js";
 
 /** A cached token with what the source needs to manage it. */
 export interface CachedToken extends AccessToken {

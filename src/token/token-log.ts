@@ -5,8 +5,8 @@
 import type { Logger } from "pino";
 import type { BearerProxyError } from "../errors.js";
 import { CHECK_CREDENTIALS_HINT } from "./credential-hint.js";
+import type { AccessToken, TokenOriginStatus } from "./token-provider.js";
 import type { TokenResponse } from "./token-response.js";
-import type { AccessToken, TokenOriginStatus } from "./types.js";
 
 /**
  * Log a new token: fingerprint, lifetime, scope, when it will be refreshed, and where it came

@@ -7,15 +7,15 @@
 import { LRUCache } from "lru-cache";
 import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
-import type { UpstreamConfig } from "../config/types.js";
+import { type Clock, systemClock } from "../base/clock.js";
+import { localCredentialKey } from "../config/credential-identity.js";
+import type { UpstreamConfig } from "../config/proxy-config.js";
 import { BearerProxyError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { TokenSpan, Tracing } from "../observability/tracing.js";
-import { type Clock, systemClock } from "./clock.js";
-import { localCredentialKey } from "./credential-identity.js";
+import type { AccessToken, TokenProvider, TokenStatus } from "./token-provider.js";
 import { createTokenSource, type TokenSourceOptions } from "./token-source.js";
 import { emptyTokenStatus } from "./token-status.js";
-import type { AccessToken, TokenProvider, TokenStatus } from "./types.js";
 
 // Sources not alive share one frozen status each: /status reads 10,000 of them per refresh.
 const IDLE_STATUS: TokenStatus = Object.freeze(emptyTokenStatus("idle"));

@@ -8,12 +8,17 @@
  * break or inject a header, or is not a bearer token, is still refused; a DPoP token (RFC 9449)
  * is taken only from an upstream with `dpop` set, and there it is the only kind taken.
  */
-import { DEFAULT_ACCEPT_TOKEN_TYPES, NON_BEARER_TOKEN_TYPES } from "../config/token-types.js";
+
+import { isBearerTokenSyntax } from "../base/bearer-token.js";
+import {
+  DEFAULT_ACCEPT_TOKEN_TYPES,
+  NON_BEARER_TOKEN_TYPES,
+} from "../config/accept-token-types.js";
 import { BearerProxyError, type ErrorCode } from "../errors.js";
 import { CHECK_CREDENTIALS_HINT } from "./credential-hint.js";
 import { errorExcerpt } from "./error-excerpt.js";
 import { readResponseFields } from "./response-body.js";
-import { parseRetryAfter, sanitizeIdpText } from "./response-text.js";
+import { retryAfterSeconds, sanitizeIdpText } from "./response-text.js";
 
 /** A validated token response. */
 export interface TokenResponse {
@@ -40,21 +45,6 @@ export interface TokenResponseNote {
 
 /** expires_in above this is clamped (and flagged, so the caller can warn). */
 export const MAX_EXPIRES_IN_SECONDS = 24 * 60 * 60;
-
-/**
- * What may follow `Bearer ` in an Authorization header: visible ASCII without space. Wider than
- * RFC 6750 §2.1's b64token because Salesforce tokens contain `!`; still nothing that could end,
- * split or extend the header (no space, control, CR/LF, DEL or non-ASCII).
- */
-const BEARER_TOKEN = /^[\x21-\x7e]+$/;
-
-/**
- * Whether `value` may be sent as `Authorization: Bearer <value>`. The one rule for every place
- * that checks a token: token responses, the Redis cache reader, header injection.
- */
-export function isBearerTokenSyntax(value: string): boolean {
-  return BEARER_TOKEN.test(value);
-}
 
 /** RFC 6749 §5.2 codes that mean our configuration is wrong: retrying soon cannot help. */
 const REJECTION_ERRORS = new Set([
@@ -280,9 +270,9 @@ function errorFromResponse(
   const rejected =
     (idpError !== undefined && REJECTION_ERRORS.has(idpError)) || status === 401 || status === 403;
   const code: ErrorCode = rejected ? "BP_ERR_TOKEN_REJECTED" : "BP_ERR_TOKEN_HTTP";
-  const retryAfterSeconds =
+  const retryAfter =
     status === 429 || status >= 500
-      ? parseRetryAfter(headerValue(headers["retry-after"]), context.wallNow())
+      ? retryAfterSeconds(headerValue(headers["retry-after"]), context.wallNow())
       : undefined;
 
   let reason: string;
@@ -305,7 +295,7 @@ function errorFromResponse(
   const hint = credentialsRefused ? (context.credentialsHint ?? CHECK_CREDENTIALS_HINT) : undefined;
   if (hint !== undefined) message += `; ${hint}`;
   return new BearerProxyError(code, message, {
-    ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+    ...(retryAfter === undefined ? {} : { retryAfterSeconds: retryAfter }),
     details: {
       status,
       idpError,

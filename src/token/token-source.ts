@@ -8,15 +8,17 @@
  */
 import type { Logger } from "pino";
 import type { Dispatcher } from "undici";
-import type { TokenEndpointSpec, TokenPolicy } from "../config/types.js";
+import { computeBackoffMs } from "../base/backoff.js";
+import { type Clock, systemClock } from "../base/clock.js";
+import type { TokenEndpointSpec, TokenPolicy } from "../config/proxy-config.js";
 import { type BearerProxyError, ERROR_CODES } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import { NOOP_TRACING, type TokenSpan, type Tracing } from "../observability/tracing.js";
-import { computeBackoffMs } from "./backoff.js";
 import { type ClientCredentials, requestToken, type TokenResponse } from "./client-credentials.js";
-import { type Clock, systemClock } from "./clock.js";
 import type { Dpop } from "./dpop/index.js";
 import { createLazyDpop, type LazyDpop } from "./dpop/lazy-dpop.js";
+import { FetchCounters } from "./fetch-counters.js";
+import { RefreshTimer } from "./refresh-timer.js";
 import { describeTokenUrl } from "./response-text.js";
 import {
   type CredentialReader,
@@ -26,9 +28,14 @@ import {
 import { toTokenError, unavailableError } from "./token-errors.js";
 import { type CachedToken, isUsable, planToken } from "./token-lifetime.js";
 import { logFetchFailure, logFetchSuccess, round1 } from "./token-log.js";
+import type {
+  AccessToken,
+  TokenOriginStatus,
+  TokenProvider,
+  TokenStatus,
+} from "./token-provider.js";
 import { describeTokenStatus } from "./token-status.js";
-import type { AccessToken, TokenOriginStatus, TokenProvider, TokenStatus } from "./types.js";
-import { createWaiterSet } from "./waiters.js";
+import { createWaiterSet, type WaiterSet } from "./waiters.js";
 
 /**
  * What a token request answers: the token response, and, when the token was not asked of the
@@ -78,122 +85,229 @@ export { expiryMarginMs } from "./token-lifetime.js";
 
 /** A token source for one credential; call `start()` to prefetch. */
 export function createTokenSource(options: TokenSourceOptions): TokenProvider {
-  const { spec, policy } = options;
-  const clock = options.clock ?? systemClock;
-  const random = options.random ?? Math.random;
-  const labels = options.upstreams ?? [options.upstream];
-  const log = options.logger.child({ component: "token", upstream: options.upstream });
-  const where = describeTokenUrl(spec.tokenUrl);
-  const reader =
-    options.credentialReader ??
-    createCredentialReader(spec, { clock, pollIntervalMs: options.secretPollIntervalMs });
-  const fetchToken = options.fetchToken ?? defaultFetch(options, clock);
-  const waiters = createWaiterSet(clock);
+  return new TokenSource(options);
+}
 
-  let token: CachedToken | undefined;
-  let usedSinceFetch = false;
-  let inflight = false;
-  /** The span of the fetch in flight, for waiters that did not start it to link to. */
-  let fetchSpan: TokenSpan | undefined;
-  /** The wait that started the current fetch (its parent): it needs no link to its own child. */
-  let fetchCause: TokenSpan | undefined;
-  const tracing = options.tracing ?? NOOP_TRACING;
-  let fetchAbort: AbortController | undefined;
-  let timer: unknown;
-  let nextAttemptAtMs: number | undefined;
-  let lastFetchStartMs: number | undefined;
-  let latestVersion: string | undefined;
-  let consecutiveFailures = 0;
-  let lastError: BearerProxyError | undefined;
-  let lastErrorAtWallMs: number | undefined;
-  let lastFetchAtWallMs: number | undefined;
-  let lastFetchDurationMs: number | undefined;
-  /** Token endpoint requests (counted when they end), and tokens taken from the shared cache. */
-  let fetchCount = 0;
-  let failureCount = 0;
-  let sharedCacheHits = 0;
-  /** Where the current `token` came from. */
-  let origin: TokenOriginStatus | undefined;
-  let closed = false;
+/**
+ * The source's parts: the refresh timer schedules (refresh-timer.ts), the waiter set answers
+ * requests while no token is usable (waiters.ts), the counters count (fetch-counters.ts); the
+ * source fetches, stores and decides when to fetch next.
+ */
+export class TokenSource implements TokenProvider {
+  private readonly spec: TokenEndpointSpec;
+  private readonly policy: TokenPolicy;
+  private readonly clock: Clock;
+  private readonly random: () => number;
+  private readonly log: Logger;
+  private readonly where: string;
+  private readonly reader: CredentialReader;
+  private readonly fetchToken: NonNullable<TokenSourceOptions["fetchToken"]>;
+  private readonly waiters: WaiterSet;
+  private readonly tracing: Tracing;
+  private readonly counters: FetchCounters;
+  private readonly refresh: RefreshTimer;
+  private readonly unsubscribe: () => void;
+  private readonly dpopKey: LazyDpop | undefined;
   /** Response notes already warned about (once per source). */
-  const notesLogged = new Set<string>();
+  private readonly notesLogged = new Set<string>();
 
-  const unsubscribe = reader.onChange(onCredentialsChanged);
-  const dpopKey = spec.dpop === undefined ? undefined : createSourceDpop(spec.dpop);
+  private token: CachedToken | undefined;
+  private usedSinceFetch = false;
+  private inflight = false;
+  /** The span of the fetch in flight, for waiters that did not start it to link to. */
+  private fetchSpan: TokenSpan | undefined;
+  /** The wait that started the current fetch (its parent): it needs no link to its own child. */
+  private fetchCause: TokenSpan | undefined;
+  private fetchAbort: AbortController | undefined;
+  private lastFetchStartMs: number | undefined;
+  private latestVersion: string | undefined;
+  private consecutiveFailures = 0;
+  private lastError: BearerProxyError | undefined;
+  private lastErrorAtWallMs: number | undefined;
+  private lastFetchAtWallMs: number | undefined;
+  private lastFetchDurationMs: number | undefined;
+  /** Where the current `token` came from. */
+  private origin: TokenOriginStatus | undefined;
+  private closed = false;
 
-  function createSourceDpop(dpopSpec: NonNullable<TokenEndpointSpec["dpop"]>): LazyDpop {
+  constructor(private readonly options: TokenSourceOptions) {
+    this.spec = options.spec;
+    this.policy = options.policy;
+    this.clock = options.clock ?? systemClock;
+    this.random = options.random ?? Math.random;
+    this.log = options.logger.child({ component: "token", upstream: options.upstream });
+    this.where = describeTokenUrl(this.spec.tokenUrl);
+    this.reader =
+      options.credentialReader ??
+      createCredentialReader(this.spec, {
+        clock: this.clock,
+        pollIntervalMs: options.secretPollIntervalMs,
+      });
+    this.fetchToken = options.fetchToken ?? defaultFetch(options, this.clock);
+    this.waiters = createWaiterSet(this.clock);
+    this.tracing = options.tracing ?? NOOP_TRACING;
+    this.counters = new FetchCounters(options.upstreams ?? [options.upstream], options.metrics);
+    this.refresh = new RefreshTimer(this.clock, () => this.onTimer());
+    this.unsubscribe = this.reader.onChange((credentials) =>
+      this.onCredentialsChanged(credentials),
+    );
+    this.dpopKey = this.spec.dpop === undefined ? undefined : this.createDpop(this.spec.dpop);
+  }
+
+  getToken(signal?: AbortSignal, waiter?: TokenSpan): Promise<AccessToken> {
+    if (this.closed) return Promise.reject(this.noAvailableToken());
+    const current = this.usableToken();
+    this.noteUse(current);
+    if (current) return Promise.resolve(current);
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    // A fetch already under way (a refresh, another request's): this wait links to it.
+    if (this.inflight && this.fetchSpan && waiter && waiter !== this.fetchCause) {
+      waiter.addLink(this.fetchSpan);
+    }
+    // Respect a pending backoff; otherwise make sure a fetch is coming.
+    if (!this.inflight && (this.consecutiveFailures === 0 || !this.refresh.pending)) {
+      this.requestFetch(waiter);
+    }
+    const { waitTimeoutMs } = this.policy;
+    const deadlineMs = this.clock.now() + waitTimeoutMs;
+    const nextAttemptAtMs = this.refresh.nextAttemptAtMs;
+    if (!this.inflight && nextAttemptAtMs !== undefined && nextAttemptAtMs > deadlineMs) {
+      return Promise.reject(this.noAvailableToken());
+    }
+    return this.waiters.wait(waitTimeoutMs, signal, () => this.noAvailableToken(waitTimeoutMs));
+  }
+
+  peekToken(): AccessToken | undefined {
+    if (this.closed) return undefined;
+    const current = this.usableToken();
+    this.noteUse(current);
+    return current;
+  }
+
+  invalidate(stale: AccessToken, waiter?: TokenSpan): boolean {
+    const { token } = this;
+    if (this.closed || !token || token.value !== stale.value) return false;
+    const ageMs = this.clock.now() - token.obtainedAtMs;
+    if (ageMs < this.policy.minAgeBeforeInvalidateMs) return false;
+    this.log.info(
+      { fingerprint: token.fingerprint, ageS: round1(ageMs / 1000) },
+      "token invalidated after an upstream 401",
+    );
+    this.token = undefined;
+    if (!this.inflight && (this.consecutiveFailures === 0 || !this.refresh.pending)) {
+      this.requestFetch(waiter);
+    }
+    return true;
+  }
+
+  start(): void {
+    if (this.closed || this.token || this.inflight || this.refresh.pending || this.lastError) {
+      return;
+    }
+    this.startFetch();
+  }
+
+  status(): TokenStatus {
+    const dpop = this.dpopKey?.current;
+    const status = describeTokenStatus({
+      closed: this.closed,
+      current: this.closed ? undefined : this.usableToken(),
+      inflight: this.inflight,
+      consecutiveFailures: this.consecutiveFailures,
+      lastError: this.lastError,
+      lastErrorAtWallMs: this.lastErrorAtWallMs,
+      lastFetchAtWallMs: this.lastFetchAtWallMs,
+      lastFetchDurationMs: this.lastFetchDurationMs,
+      nextAttemptAtMs: this.refresh.nextAttemptAtMs,
+      clock: this.clock,
+      fetchCount: this.counters.fetchCount,
+      failureCount: this.counters.failureCount,
+      sharedCacheHits: this.counters.sharedCacheHits,
+      origin: this.origin,
+    });
+    return dpop ? { ...status, dpop: { jkt: dpop.jkt, algorithm: dpop.algorithm } } : status;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.refresh.clear();
+    this.fetchAbort?.abort(new Error("token source closed"));
+    this.unsubscribe();
+    this.reader.close();
+    this.dpopKey?.close();
+    this.token = undefined;
+    this.waiters.rejectAll(() => this.noAvailableToken());
+  }
+
+  private createDpop(dpopSpec: NonNullable<TokenEndpointSpec["dpop"]>): LazyDpop {
     return createLazyDpop(dpopSpec, {
-      clock,
-      pollIntervalMs: options.secretPollIntervalMs,
-      onLoad: (dpop) => log.info({ dpop: dpop.describe() }, "DPoP key loaded"),
-      onKeyChange: onDpopKeyChanged,
+      clock: this.clock,
+      pollIntervalMs: this.options.secretPollIntervalMs,
+      onLoad: (dpop) => this.log.info({ dpop: dpop.describe() }, "DPoP key loaded"),
+      onKeyChange: (jkt) => this.onDpopKeyChanged(jkt),
       onKeyReloadError: (error) =>
-        log.warn(
+        this.log.warn(
           { code: error.code, reason: error.message },
           "dpop.keyFile changed but cannot be used; the previous key stays in force",
         ),
     });
   }
 
-  function usableToken(): CachedToken | undefined {
-    if (token && !isUsable(token, clock.now())) {
-      const fields = { fingerprint: token.fingerprint, failures: consecutiveFailures };
-      if (consecutiveFailures > 0) log.warn(fields, "token expired while refreshing kept failing");
-      else log.debug(fields, "token expired");
-      token = undefined;
+  private usableToken(): CachedToken | undefined {
+    const { token } = this;
+    if (token && !isUsable(token, this.clock.now())) {
+      const fields = { fingerprint: token.fingerprint, failures: this.consecutiveFailures };
+      if (this.consecutiveFailures > 0) {
+        this.log.warn(fields, "token expired while refreshing kept failing");
+      } else this.log.debug(fields, "token expired");
+      this.token = undefined;
     }
-    return token;
+    return this.token;
   }
 
-  function clearTimer(): void {
-    if (timer !== undefined) clock.clearTimeout(timer);
-    timer = undefined;
-    nextAttemptAtMs = undefined;
-  }
-
-  function schedule(atMs: number): void {
-    clearTimer();
-    nextAttemptAtMs = atMs;
-    timer = clock.setTimeout(onTimer, Math.max(0, atMs - clock.now()));
-  }
-
-  function onTimer(): void {
-    timer = undefined;
-    nextAttemptAtMs = undefined;
+  private onTimer(): void {
     // An unused token of a lazy source is left to lapse; the next use fetches again.
-    if (options.idleRefresh === false && !usedSinceFetch && usableToken()) return;
-    startFetch();
+    if (this.options.idleRefresh === false && !this.usedSinceFetch && this.usableToken()) return;
+    this.startFetch();
   }
 
   /** Fetch as soon as the min refresh interval allows; `cause`: the request that waits for it. */
-  function requestFetch(cause?: TokenSpan): void {
-    if (closed || inflight) return;
-    const now = clock.now();
+  private requestFetch(cause?: TokenSpan): void {
+    if (this.closed || this.inflight) return;
+    const now = this.clock.now();
     const earliest =
-      lastFetchStartMs === undefined ? now : lastFetchStartMs + policy.minRefreshIntervalMs;
-    if (now >= earliest) startFetch(cause);
-    else if (nextAttemptAtMs === undefined || nextAttemptAtMs > earliest) schedule(earliest);
+      this.lastFetchStartMs === undefined
+        ? now
+        : this.lastFetchStartMs + this.policy.minRefreshIntervalMs;
+    const nextAttemptAtMs = this.refresh.nextAttemptAtMs;
+    if (now >= earliest) this.startFetch(cause);
+    else if (nextAttemptAtMs === undefined || nextAttemptAtMs > earliest) {
+      this.refresh.schedule(earliest);
+    }
   }
 
   /**
    * `cause`: a request's token wait — the fetch joins its trace. A timer refresh or a prefetch
    * has none and starts a trace of its own (waiters that come later link to it).
    */
-  function startFetch(cause?: TokenSpan): void {
-    if (closed || inflight) return;
-    clearTimer();
-    inflight = true;
-    lastFetchStartMs = clock.now();
-    fetchAbort = new AbortController();
-    fetchCause = cause;
-    fetchSpan = tracing.startTokenFetchSpan(options.upstream, {
+  private startFetch(cause?: TokenSpan): void {
+    if (this.closed || this.inflight) return;
+    this.refresh.clear();
+    this.inflight = true;
+    const startMs = this.clock.now();
+    this.lastFetchStartMs = startMs;
+    this.fetchAbort = new AbortController();
+    this.fetchCause = cause;
+    const span = this.tracing.startTokenFetchSpan(this.options.upstream, {
       parent: cause,
-      tokenUrl: spec.tokenUrl,
+      tokenUrl: this.spec.tokenUrl,
     });
-    void runFetch(fetchAbort.signal, lastFetchStartMs, fetchSpan);
+    this.fetchSpan = span;
+    void this.runFetch(this.fetchAbort.signal, startMs, span);
   }
 
-  async function runFetch(signal: AbortSignal, startMs: number, span: TokenSpan): Promise<void> {
+  private async runFetch(signal: AbortSignal, startMs: number, span: TokenSpan): Promise<void> {
     let credentials: Credentials | undefined;
     let response: FetchedToken | undefined;
     let dpop: Dpop | undefined;
@@ -201,77 +315,64 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
     let failure: unknown;
     let sentAtMs = startMs;
     try {
-      credentials = await reader.read();
-      latestVersion = credentials.version;
-      dpop = await dpopKey?.get();
+      credentials = await this.reader.read();
+      this.latestVersion = credentials.version;
+      dpop = await this.dpopKey?.get();
       boundJkt = dpop?.jkt;
       // The lifetime counts from here, when the request goes out, not from when the fetch began:
       // reading the secret files and the DPoP key took 60–500 ms on a loaded two-core machine
       // (issue 32), time the token server never saw, and the token was dropped that much early.
-      sentAtMs = clock.now();
-      response = await fetchToken(credentials, signal, dpop);
+      sentAtMs = this.clock.now();
+      response = await this.fetchToken(credentials, signal, dpop);
     } catch (error) {
       failure = error;
     }
-    inflight = false;
-    fetchAbort = undefined;
-    const error = response ? undefined : toTokenError(failure, where);
+    this.inflight = false;
+    this.fetchAbort = undefined;
+    const error = response ? undefined : toTokenError(failure, this.where);
     span.end(error && ERROR_CODES[error.code]);
-    if (fetchSpan === span) fetchSpan = fetchCause = undefined;
-    if (closed) return;
-    lastFetchDurationMs = clock.now() - startMs;
-    lastFetchAtWallMs = clock.wallNow();
-    // A token read from the shared cache was no token endpoint request: the fetch metrics and
-    // fetchCount leave it out, so "one request per credential" can be checked across replicas.
-    if (response?.sharedCache) {
-      sharedCacheHits++;
-      for (const upstream of labels) options.metrics?.tokenSharedCacheHitsTotal.inc({ upstream });
-    } else {
-      fetchCount++;
-      for (const upstream of labels) {
-        options.metrics?.tokenFetchDurationSeconds.observe(
-          { upstream },
-          lastFetchDurationMs / 1000,
-        );
-      }
-    }
+    if (this.fetchSpan === span) this.fetchSpan = this.fetchCause = undefined;
+    if (this.closed) return;
+    this.lastFetchDurationMs = this.clock.now() - startMs;
+    this.lastFetchAtWallMs = this.clock.wallNow();
+    this.counters.ended(this.lastFetchDurationMs, response?.sharedCache !== undefined);
     if (response && credentials) {
-      onSuccess(response, credentials.version, { startMs, sentAtMs }, dpop, boundJkt);
-    } else onFailure(error ?? toTokenError(failure, where), credentials?.version);
+      this.onSuccess(response, credentials.version, { startMs, sentAtMs }, dpop, boundJkt);
+    } else this.onFailure(error ?? toTokenError(failure, this.where), credentials?.version);
   }
 
   /**
    * `at`: when the fetch began and when its request was sent; `dpop`: the key the request proved
    * possession of; `boundJkt`: its thumbprint then.
    */
-  function onSuccess(
+  private onSuccess(
     response: FetchedToken,
     version: string,
     at: { startMs: number; sentAtMs: number },
     dpop: Dpop | undefined,
     boundJkt: string | undefined,
   ): void {
-    if (!response.sharedCache) countFetch("success");
-    consecutiveFailures = 0;
-    lastError = undefined;
-    if (version !== latestVersion) {
-      log.info("secret rotated during a token request: fetching again with the new secret");
-      requestFetch();
+    if (!response.sharedCache) this.counters.outcome("success");
+    this.consecutiveFailures = 0;
+    this.lastError = undefined;
+    if (version !== this.latestVersion) {
+      this.log.info("secret rotated during a token request: fetching again with the new secret");
+      this.requestFetch();
       return;
     }
     if (dpop !== undefined && dpop.jkt !== boundJkt) {
-      log.info("DPoP key rotated during a token request: fetching again with the new key");
-      requestFetch();
+      this.log.info("DPoP key rotated during a token request: fetching again with the new key");
+      this.requestFetch();
       return;
     }
-    const now = clock.now();
-    token = {
+    const now = this.clock.now();
+    const token: CachedToken = {
       ...planToken(response, {
         startMs: at.sentAtMs,
         nowMs: now,
-        wallNowMs: clock.wallNow(),
-        policy,
-        random,
+        wallNowMs: this.clock.wallNow(),
+        policy: this.policy,
+        random: this.random,
         credentialsVersion: version,
       }),
       // Bound to the key whenever one is configured: the token response was checked for it
@@ -279,78 +380,81 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
       tokenType: dpop ? "DPoP" : "Bearer",
       ...(dpop ? { dpop } : {}),
     };
-    const { lifetimeMs, refreshAtMs } = token;
-    const receivedAtWallMs = clock.wallNow();
-    origin = {
+    this.token = token;
+    const receivedAtWallMs = this.clock.wallNow();
+    this.origin = {
       source: response.sharedCache ? "shared-cache" : "token-endpoint",
       receivedAtWallMs,
       issuedAtWallMs: response.sharedCache?.issuedAtWallMs ?? receivedAtWallMs,
     };
-    usedSinceFetch = false;
-    for (const upstream of labels) {
-      options.metrics?.tokenExpiryTimestampSeconds.set({ upstream }, token.expiresAtWallMs / 1000);
-    }
-    logFetchSuccess(log, token, {
+    this.usedSinceFetch = false;
+    this.counters.expiresAt(token.expiresAtWallMs);
+    logFetchSuccess(this.log, token, {
       response,
-      origin,
-      refreshInMs: refreshAtMs - now,
+      origin: this.origin,
+      refreshInMs: token.refreshAtMs - now,
       durationMs: now - at.startMs,
-      notesLogged,
+      notesLogged: this.notesLogged,
     });
-    const fresh = usableToken();
+    const fresh = this.usableToken();
     if (fresh) {
-      waiters.resolveAll(fresh);
-      schedule(refreshAtMs);
+      this.waiters.resolveAll(fresh);
+      this.refresh.schedule(token.refreshAtMs);
     } else {
-      log.warn({ lifetimeS: lifetimeMs / 1000 }, "token expired before it could be used");
-      requestFetch();
+      this.log.warn(
+        { lifetimeS: token.lifetimeMs / 1000 },
+        "token expired before it could be used",
+      );
+      this.requestFetch();
     }
   }
 
-  function onFailure(error: BearerProxyError, version: string | undefined): void {
-    countFetch(error.code);
-    consecutiveFailures++;
-    failureCount++;
-    lastError = error;
-    lastErrorAtWallMs = clock.wallNow();
+  private onFailure(error: BearerProxyError, version: string | undefined): void {
+    this.counters.failed(error.code);
+    this.consecutiveFailures++;
+    this.lastError = error;
+    this.lastErrorAtWallMs = this.clock.wallNow();
     const configFault = error.code === "BP_ERR_TOKEN_REJECTED";
-    const now = clock.now();
-    const delayMs = computeBackoffMs(policy, {
-      attempt: consecutiveFailures,
+    const now = this.clock.now();
+    const delayMs = computeBackoffMs(this.policy, {
+      attempt: this.consecutiveFailures,
       retryAfterSeconds: error.retryAfterSeconds,
       configFault,
-      random,
+      random: this.random,
     });
     // A secret that rotated while we asked deserves a prompt retry, not the backoff.
-    const rotated = version !== undefined && version !== latestVersion;
-    const atMs = Math.max(rotated ? now : now + delayMs, now + policy.minRefreshIntervalMs);
-    schedule(atMs);
-    logFetchFailure(log, error, {
+    const rotated = version !== undefined && version !== this.latestVersion;
+    const atMs = Math.max(rotated ? now : now + delayMs, now + this.policy.minRefreshIntervalMs);
+    this.refresh.schedule(atMs);
+    logFetchFailure(this.log, error, {
       retryInS: round1((atMs - now) / 1000),
-      servingCachedToken: usableToken() !== undefined,
-      failures: consecutiveFailures,
+      servingCachedToken: this.usableToken() !== undefined,
+      failures: this.consecutiveFailures,
     });
     // Re-read secret files before retrying: a rotation may be what the IdP is telling us about.
-    if (configFault) void reader.check();
-    if (!usableToken()) waiters.rejectExpiringBefore(atMs, () => noAvailableToken());
+    if (configFault) void this.reader.check();
+    if (!this.usableToken()) {
+      this.waiters.rejectExpiringBefore(atMs, () => this.noAvailableToken());
+    }
   }
 
-  function onCredentialsChanged(credentials: Credentials): void {
-    if (closed) return;
-    latestVersion = credentials.version;
-    const dropped = token !== undefined && token.credentialsVersion !== credentials.version;
-    if (dropped) token = undefined;
-    log.info({ droppedCachedToken: dropped }, "secret rotation picked up");
-    afterRotation(dropped);
+  private onCredentialsChanged(credentials: Credentials): void {
+    if (this.closed) return;
+    this.latestVersion = credentials.version;
+    const dropped =
+      this.token !== undefined && this.token.credentialsVersion !== credentials.version;
+    if (dropped) this.token = undefined;
+    this.log.info({ droppedCachedToken: dropped }, "secret rotation picked up");
+    this.afterRotation(dropped);
   }
 
   /** `dpop.keyFile` holds another key: the token is bound to the old one (RFC 9449 §6), drop it. */
-  function onDpopKeyChanged(jkt: string): void {
-    if (closed) return;
-    const dropped = token !== undefined;
-    token = undefined;
-    log.info({ jkt, droppedCachedToken: dropped }, "DPoP key rotation picked up");
-    afterRotation(dropped);
+  private onDpopKeyChanged(jkt: string): void {
+    if (this.closed) return;
+    const dropped = this.token !== undefined;
+    this.token = undefined;
+    this.log.info({ jkt, droppedCachedToken: dropped }, "DPoP key rotation picked up");
+    this.afterRotation(dropped);
   }
 
   /**
@@ -358,112 +462,39 @@ export function createTokenSource(options: TokenSourceOptions): TokenProvider {
    * because of the old secret or key), skipping any backoff; the min-age guard of `invalidate`
    * does not apply, the old token is known to be useless.
    */
-  function afterRotation(dropped: boolean): void {
-    if (inflight) return; // its result is checked against the latest secret and key when it lands
-    if (dropped || consecutiveFailures > 0) {
-      consecutiveFailures = 0;
-      clearTimer();
-      requestFetch();
+  private afterRotation(dropped: boolean): void {
+    if (this.inflight) return; // its result is checked against the latest secret and key when it lands
+    if (dropped || this.consecutiveFailures > 0) {
+      this.consecutiveFailures = 0;
+      this.refresh.clear();
+      this.requestFetch();
     }
   }
 
-  function countFetch(outcome: string): void {
-    for (const upstream of labels) options.metrics?.tokenFetchesTotal.inc({ upstream, outcome });
-  }
-
-  function noAvailableToken(waitedMs?: number): BearerProxyError {
-    const nowMs = clock.now();
+  private noAvailableToken(waitedMs?: number): BearerProxyError {
+    const nowMs = this.clock.now();
     return unavailableError({
-      upstream: options.upstream,
-      where,
-      lastError,
-      closed,
-      retryAfterSeconds: Math.ceil(((nextAttemptAtMs ?? nowMs) - nowMs) / 1000),
+      upstream: this.options.upstream,
+      where: this.where,
+      lastError: this.lastError,
+      closed: this.closed,
+      retryAfterSeconds: Math.ceil(((this.refresh.nextAttemptAtMs ?? nowMs) - nowMs) / 1000),
       waitedMs,
     });
   }
 
-  function noteUse(current: CachedToken | undefined): void {
-    usedSinceFetch = true;
+  private noteUse(current: CachedToken | undefined): void {
+    this.usedSinceFetch = true;
     // A lazy source skipped its refresh while idle: refresh now that it is used again.
-    if (current && !inflight && timer === undefined && clock.now() >= current.refreshAtMs) {
-      requestFetch();
+    if (
+      current &&
+      !this.inflight &&
+      !this.refresh.pending &&
+      this.clock.now() >= current.refreshAtMs
+    ) {
+      this.requestFetch();
     }
   }
-
-  return {
-    getToken(signal?: AbortSignal, waiter?: TokenSpan): Promise<AccessToken> {
-      if (closed) return Promise.reject(noAvailableToken());
-      const current = usableToken();
-      noteUse(current);
-      if (current) return Promise.resolve(current);
-      if (signal?.aborted) return Promise.reject(signal.reason);
-      // A fetch already under way (a refresh, another request's): this wait links to it.
-      if (inflight && fetchSpan && waiter && waiter !== fetchCause) waiter.addLink(fetchSpan);
-      // Respect a pending backoff; otherwise make sure a fetch is coming.
-      if (!inflight && (consecutiveFailures === 0 || timer === undefined)) requestFetch(waiter);
-      const deadlineMs = clock.now() + policy.waitTimeoutMs;
-      if (!inflight && nextAttemptAtMs !== undefined && nextAttemptAtMs > deadlineMs) {
-        return Promise.reject(noAvailableToken());
-      }
-      return waiters.wait(policy.waitTimeoutMs, signal, () =>
-        noAvailableToken(policy.waitTimeoutMs),
-      );
-    },
-    peekToken() {
-      if (closed) return undefined;
-      const current = usableToken();
-      noteUse(current);
-      return current;
-    },
-    invalidate(stale: AccessToken, waiter?: TokenSpan): boolean {
-      if (closed || !token || token.value !== stale.value) return false;
-      const ageMs = clock.now() - token.obtainedAtMs;
-      if (ageMs < policy.minAgeBeforeInvalidateMs) return false;
-      log.info(
-        { fingerprint: token.fingerprint, ageS: round1(ageMs / 1000) },
-        "token invalidated after an upstream 401",
-      );
-      token = undefined;
-      if (!inflight && (consecutiveFailures === 0 || timer === undefined)) requestFetch(waiter);
-      return true;
-    },
-    start() {
-      if (closed || token || inflight || timer !== undefined || lastError) return;
-      startFetch();
-    },
-    status(): TokenStatus {
-      const dpop = dpopKey?.current;
-      const status = describeTokenStatus({
-        closed,
-        current: closed ? undefined : usableToken(),
-        inflight,
-        consecutiveFailures,
-        lastError,
-        lastErrorAtWallMs,
-        lastFetchAtWallMs,
-        lastFetchDurationMs,
-        nextAttemptAtMs,
-        clock,
-        fetchCount,
-        failureCount,
-        sharedCacheHits,
-        origin,
-      });
-      return dpop ? { ...status, dpop: { jkt: dpop.jkt, algorithm: dpop.algorithm } } : status;
-    },
-    close() {
-      if (closed) return;
-      closed = true;
-      clearTimer();
-      fetchAbort?.abort(new Error("token source closed"));
-      unsubscribe();
-      reader.close();
-      dpopKey?.close();
-      token = undefined;
-      waiters.rejectAll(() => noAvailableToken());
-    },
-  };
 }
 
 function defaultFetch(options: TokenSourceOptions, clock: Clock) {

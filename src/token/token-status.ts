@@ -2,9 +2,10 @@
  * Secret-free snapshots of a token source for /status, /readyz and metrics: its state in one
  * word, the current token's fingerprint and expiry, and the last fetch and failure.
  */
+
+import type { Clock } from "../base/clock.js";
 import type { BearerProxyError } from "../errors.js";
-import type { Clock } from "./clock.js";
-import type { AccessToken, TokenOriginStatus, TokenState, TokenStatus } from "./types.js";
+import type { AccessToken, TokenOriginStatus, TokenState, TokenStatus } from "./token-provider.js";
 
 /** What a token source knows about itself at one moment. */
 export interface TokenSourceSnapshot {

@@ -2,8 +2,8 @@
  * Requests waiting for a token while none is usable: each waits at most a bound, can be
  * aborted by its caller, and is settled together with the others when a fetch lands.
  */
-import type { Clock } from "./clock.js";
-import type { AccessToken } from "./types.js";
+import type { Clock } from "../base/clock.js";
+import type { AccessToken } from "./token-provider.js";
 
 interface Waiter {
   deadlineMs: number;

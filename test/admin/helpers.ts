@@ -1,15 +1,19 @@
 import { Writable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import { createAdminServer } from "../../src/admin/admin-server.js";
+import { fingerprint } from "../../src/base/fingerprint.js";
 import type { Denial } from "../../src/callers/denial-log.js";
-import type { ProxyConfig, ReadinessConfig, UpstreamConfig } from "../../src/config/types.js";
+import type {
+  ProxyConfig,
+  ReadinessConfig,
+  UpstreamConfig,
+} from "../../src/config/proxy-config.js";
 import { createLifecycle, type Lifecycle } from "../../src/lifecycle.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
-import { fingerprint } from "../../src/token/fingerprint.js";
+import type { TokenStatus } from "../../src/token/token-provider.js";
 import type { TokenMode } from "../../src/token/token-registry.js";
 import { emptyTokenStatus } from "../../src/token/token-status.js";
-import type { TokenStatus } from "../../src/token/types.js";
 import { makeProxyConfig, makeUpstreamConfig } from "../helpers/upstream-config.js";
 
 export { makeProxyConfig, makeUpstreamConfig } from "../helpers/upstream-config.js";
@@ -68,7 +72,7 @@ export interface TestAdminOptions {
   /** Lifecycle phase to start in; default running (and started). */
   phase?: "starting" | "running" | "draining";
   version?: string;
-  /** The Redis shared cache's state, as app.ts passes it when tokenCache.redis is configured. */
+  /** The Redis shared cache's state, as app/ passes it when tokenCache.redis is configured. */
   sharedCacheState?: () => string;
   /** The readiness policy; default as normalized for one upstream (all). */
   readiness?: ReadinessConfig;

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { fingerprint } from "../../src/token/fingerprint.js";
+import { fingerprint } from "../../src/base/fingerprint.js";
 import {
   buildTestAdmin,
   makeUpstreamConfig,

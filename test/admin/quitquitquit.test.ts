@@ -1,6 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { isLoopbackHost } from "../../src/admin/quit-guard.js";
-import { isLoopbackAddress } from "../../src/net/loopback.js";
+import { isLoopbackAddress, isLoopbackHostHeader } from "../../src/base/loopback.js";
 import { buildTestAdmin, type TestAdmin } from "./helpers.js";
 
 /** What `curl -X POST -H 'content-type: application/json' http://localhost:9901/…` sends. */
@@ -123,7 +122,7 @@ describe("POST /quitquitquit", () => {
       "127.9.9.9:80",
       "[::1]:9901",
     ]) {
-      expect(isLoopbackHost(host), host).toBe(true);
+      expect(isLoopbackHostHeader(host), host).toBe(true);
     }
     for (const host of [
       undefined,
@@ -134,7 +133,7 @@ describe("POST /quitquitquit", () => {
       "10.0.0.1",
       "[::2]",
     ]) {
-      expect(isLoopbackHost(host), String(host)).toBe(false);
+      expect(isLoopbackHostHeader(host), String(host)).toBe(false);
     }
   });
 

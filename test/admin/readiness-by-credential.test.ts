@@ -7,7 +7,7 @@
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { evaluateReadiness } from "../../src/admin/readiness.js";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, buildApp } from "../../src/app/build-app.js";
 import { loadConfig } from "../../src/config/load.js";
 import { readinessConfig } from "../../src/config/readiness-defaults.js";
 import { DEMO_CLIENT } from "../../src/emulator/emulator.js";

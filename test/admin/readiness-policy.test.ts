@@ -5,13 +5,13 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { READYZ_LIST_LIMIT } from "../../src/admin/readiness.js";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, buildApp } from "../../src/app/build-app.js";
 import { loadConfig } from "../../src/config/load.js";
-import type { UpstreamConfig } from "../../src/config/types.js";
+import type { UpstreamConfig } from "../../src/config/proxy-config.js";
 import { DEMO_CLIENT } from "../../src/emulator/emulator.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { createMetrics } from "../../src/observability/metrics.js";
-import type { TokenStatus } from "../../src/token/types.js";
+import type { TokenStatus } from "../../src/token/token-provider.js";
 import { useEmulator } from "../helpers/emulator.js";
 import {
   buildTestAdmin,

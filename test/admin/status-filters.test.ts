@@ -3,8 +3,8 @@
  * upstream, not just the page; bad parameters are a precise 400; never a secret.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import type { UpstreamConfig } from "../../src/config/types.js";
-import type { TokenStatus } from "../../src/token/types.js";
+import type { UpstreamConfig } from "../../src/config/proxy-config.js";
+import type { TokenStatus } from "../../src/token/token-provider.js";
 import {
   buildTestAdmin,
   failedStatus,

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fingerprint } from "../../src/token/fingerprint.js";
+import { fingerprint } from "../../src/base/fingerprint.js";
 import { launchChromium, skipWithoutChromium } from "../helpers/chromium.js";
 import {
   buildTestAdmin,

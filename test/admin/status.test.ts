@@ -4,7 +4,7 @@ import {
   STATUS_SCRIPT_PATH,
   STATUS_STYLE_PATH,
 } from "../../src/admin/status-page.js";
-import { fingerprint } from "../../src/token/fingerprint.js";
+import { fingerprint } from "../../src/base/fingerprint.js";
 import {
   buildTestAdmin,
   failedStatus,

@@ -5,7 +5,7 @@
 import { once } from "node:events";
 import { createServer, type Server } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, buildApp } from "../../src/app/build-app.js";
 import { loadConfig } from "../../src/config/load.js";
 import { DEMO_CLIENT } from "../../src/emulator/emulator.js";
 import { createLogger } from "../../src/observability/logger.js";

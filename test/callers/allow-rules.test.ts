@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
+import { parseCidr } from "../../src/base/cidr.js";
+import { addressLabel } from "../../src/base/peer-address.js";
 import {
   compileAllowRules,
   decideAccess,
   parseServiceAccountRule,
 } from "../../src/callers/allow.js";
-import { parseCidr } from "../../src/callers/cidr.js";
-import { type Authentication, addressLabel, callerLabel } from "../../src/callers/types.js";
+import { type Authentication, callerLabel } from "../../src/callers/caller-types.js";
 
 const sa = (namespace: string, name: string) =>
   ({ kind: "serviceAccount", namespace, name }) as const;

@@ -1,11 +1,11 @@
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { fingerprint } from "../../src/base/fingerprint.js";
+import type { KubernetesCallersConfig } from "../../src/callers/caller-types.js";
 import { createJwksSource, JWKS_COOLDOWN_MS } from "../../src/callers/jwks-source.js";
 import { createServiceAccountVerifier } from "../../src/callers/service-account.js";
-import type { KubernetesCallersConfig } from "../../src/callers/types.js";
 import { ConfigError } from "../../src/errors.js";
-import { fingerprint } from "../../src/token/fingerprint.js";
 import { capturingLogger, serviceAccountToken, signingKey, signingKeys } from "./helpers.js";
 import { useJwksBench } from "./support/jwks-server.js";
 

@@ -2,11 +2,11 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { exportSPKI, SignJWT, UnsecuredJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Authentication } from "../../src/callers/caller-types.js";
 import {
   createServiceAccountVerifier,
   type ServiceAccountVerifier,
 } from "../../src/callers/service-account.js";
-import type { Authentication } from "../../src/callers/types.js";
 import { ConfigError } from "../../src/errors.js";
 import {
   AUDIENCE,

@@ -1,6 +1,6 @@
 import { PassThrough } from "node:stream";
-import type { ProxyConfig, UpstreamConfig } from "../../src/config/types.js";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { ProxyConfig, UpstreamConfig } from "../../src/config/proxy-config.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import {
   DEMO_CREDENTIALS,
   makeProxyConfig,

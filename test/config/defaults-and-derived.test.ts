@@ -2,7 +2,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
 import { DEFAULTS } from "../../src/config/normalize.js";
-import type { ProxyConfig } from "../../src/config/types.js";
+import type { ProxyConfig } from "../../src/config/proxy-config.js";
 import { pemCaFile, removeTempDirs, UPSTREAM, yaml } from "./load-helpers.js";
 
 afterAll(removeTempDirs);

@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCheck } from "../../src/commands/check.js";
 import { runToken } from "../../src/commands/token.js";
-import type { ProxyConfig } from "../../src/config/types.js";
+import type { ProxyConfig } from "../../src/config/proxy-config.js";
 import { capture } from "../commands/helpers.js";
 import {
   type DpopAuthorizationServer,

@@ -7,8 +7,8 @@
 import { rm } from "node:fs/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import type { BearerProxyError } from "../../src/errors.js";
+import type { TokenProvider } from "../../src/token/token-provider.js";
 import { createTokenSource } from "../../src/token/token-source.js";
-import type { TokenProvider } from "../../src/token/types.js";
 import { captureLogs } from "../token/helpers.js";
 import { IMMEDIATE_POLICY, specFor, tokenStatuses, useDpopBench } from "./support.js";
 

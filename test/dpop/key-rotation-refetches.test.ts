@@ -6,8 +6,8 @@
 import { rename } from "node:fs/promises";
 import { decodeJwt } from "jose";
 import { afterEach, describe, expect, it } from "vitest";
+import type { AccessToken, TokenProvider } from "../../src/token/token-provider.js";
 import { createTokenSource } from "../../src/token/token-source.js";
-import type { AccessToken, TokenProvider } from "../../src/token/types.js";
 import { DEFAULT_POLICY } from "../helpers/upstream-config.js";
 import { captureLogs } from "../token/helpers.js";
 import { specFor, tokenStatuses, useDpopBench } from "./support.js";

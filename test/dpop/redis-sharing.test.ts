@@ -8,10 +8,10 @@ import { copyFile } from "node:fs/promises";
 import { decodeJwt } from "jose";
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import type { DpopSpec } from "../../src/config/types.js";
+import type { DpopSpec } from "../../src/config/proxy-config.js";
 import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
 import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
-import type { TokenProvider } from "../../src/token/types.js";
+import type { TokenProvider } from "../../src/token/token-provider.js";
 import {
   redisCacheConfig,
   skipWithoutRedis,

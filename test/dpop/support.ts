@@ -8,7 +8,7 @@ import { createPrivateKey } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { Agent } from "undici";
 import { afterAll, beforeAll } from "vitest";
-import type { DpopSpec, TokenEndpointSpec, TokenPolicy } from "../../src/config/types.js";
+import type { DpopSpec, TokenEndpointSpec, TokenPolicy } from "../../src/config/proxy-config.js";
 import {
   type DpopAuthorizationServer,
   type DpopAuthorizationServerOptions,

@@ -8,8 +8,8 @@
 import { decodeJwt } from "jose";
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
+import type { TokenProvider } from "../../src/token/token-provider.js";
 import { createTokenSource } from "../../src/token/token-source.js";
-import type { TokenProvider } from "../../src/token/types.js";
 import { captureLogs } from "../token/helpers.js";
 import { IMMEDIATE_POLICY, specFor, tokenStatuses, useDpopBench } from "./support.js";
 

@@ -1,5 +1,5 @@
 import { connect } from "node:tls";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 
 /**
  * Send bytes exactly as given over TLS and collect whatever comes back until the server closes

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import {
   adminText,

@@ -1,8 +1,8 @@
 import bcrypt from "bcryptjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CallersStatus } from "../../src/callers/caller-types.js";
 import type { Denial } from "../../src/callers/denial-log.js";
-import type { CallersStatus } from "../../src/callers/types.js";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import {
   adminText,

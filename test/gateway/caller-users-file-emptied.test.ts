@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { CallersStatus } from "../../src/callers/types.js";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { CallersStatus } from "../../src/callers/caller-types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/app-under-test.js";
 import {
   adminText,

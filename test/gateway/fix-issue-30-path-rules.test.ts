@@ -11,7 +11,7 @@
 import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, loadTestConfig, startAppUnderTest } from "../helpers/app-under-test.js";
 import { accessLines, adminText, basicHeader, htpasswdFile } from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";

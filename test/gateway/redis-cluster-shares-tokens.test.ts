@@ -6,7 +6,7 @@
 import { Agent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulator } from "../../src/emulator/emulator.js";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import type { AppUnderTest } from "../helpers/app-under-test.js";
 import { skipWithoutRedis } from "../helpers/redis-server.js";
 import {

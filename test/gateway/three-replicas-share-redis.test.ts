@@ -5,7 +5,7 @@
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulator } from "../../src/emulator/emulator.js";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type ProxyProcess, startProxyProcesses } from "../helpers/proxy-process.js";
 import { type RedisServer, skipWithoutRedis, startRedisServer } from "../helpers/redis-server.js";
 

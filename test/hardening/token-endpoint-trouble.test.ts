@@ -1,6 +1,6 @@
 import { Agent, type Dispatcher } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Emulator, TokenFaultHandler } from "../../src/emulator/types.js";
+import type { Emulator, TokenFaultHandler } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/app-under-test.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import { startFakeUpstream } from "../helpers/fake-upstreams.js";

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Agent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import {

@@ -1,9 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, buildApp } from "../../src/app/build-app.js";
 import { loadConfig } from "../../src/config/load.js";
-import type { ProxyConfig } from "../../src/config/types.js";
+import type { ProxyConfig } from "../../src/config/proxy-config.js";
 import { createLogger, type Logger } from "../../src/observability/logger.js";
 import { createMetrics } from "../../src/observability/metrics.js";
 

@@ -1,7 +1,7 @@
 import { Agent, request } from "undici";
 import { SCRIPTING_PREVIEW_HEADER } from "../../src/config/api-versions.js";
 import { DEMO_CLIENT, startEmulator } from "../../src/emulator/emulator.js";
-import type { Emulator, EmulatorOptions } from "../../src/emulator/types.js";
+import type { Emulator, EmulatorOptions } from "../../src/emulator/emulator-types.js";
 import type { TestPki } from "./tls.js";
 import { useResource } from "./use-resource.js";
 

@@ -4,9 +4,9 @@ import { createConnection, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { createClient } from "redis";
 import { afterAll, afterEach, beforeAll } from "vitest";
-import type { RedisCacheConfig } from "../../src/config/types.js";
+import type { RedisCacheConfig } from "../../src/config/proxy-config.js";
 import { createLogger, type Logger } from "../../src/observability/logger.js";
-import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import type { SharedToken, SharedTokenCache } from "../../src/token/shared-token-cache.js";
 
 /**
  * A real redis-server on 127.0.0.1 for tests: no persistence, its own free port, stopped in

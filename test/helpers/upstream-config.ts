@@ -4,13 +4,13 @@
  * would produce, so tests never keep a hand-written twin of `ProxyConfig` that drifts from it.
  */
 import { normalizeConfig } from "../../src/config/normalize.js";
-import type { ConfigFile, UpstreamConfigFile } from "../../src/config/schema.js";
 import type {
   ProxyConfig,
   TokenEndpointSpec,
   TokenPolicy,
   UpstreamConfig,
-} from "../../src/config/types.js";
+} from "../../src/config/proxy-config.js";
+import type { ConfigFile, UpstreamConfigFile } from "../../src/config/schema.js";
 
 /** Credentials of the emulator's built-in demo client. */
 export const DEMO_CREDENTIALS = { clientId: "demo-client", clientSecret: "demo-secret" } as const;

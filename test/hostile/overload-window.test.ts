@@ -4,7 +4,7 @@
  * a pause of over a second starts the window again.
  */
 import { describe, expect, it } from "vitest";
-import { createProcessLoad } from "../../src/proxy/overload.js";
+import { createProcessLoad } from "../../src/base/process-load.js";
 
 describe("process load", () => {
   it("admits up to the limit, refuses beyond it, and 0 means no limit", () => {

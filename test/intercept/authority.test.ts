@@ -1,5 +1,5 @@
 /**
- * Which CONNECT names which intercepted upstream (intercept/authority.ts): the base URL's host,
+ * Which CONNECT names which intercepted upstream (base/authority.ts): the base URL's host,
  * case-insensitively, with 443 for a base URL without a port; a CONNECT target in authority-form.
  */
 import { describe, expect, it } from "vitest";
@@ -8,7 +8,7 @@ import {
   connectAuthority,
   interceptAuthority,
   interceptRoutes,
-} from "../../src/intercept/authority.js";
+} from "../../src/base/authority.js";
 
 describe("intercept authorities", () => {
   it.each([

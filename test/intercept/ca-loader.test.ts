@@ -1,11 +1,11 @@
 /**
- * The interception CA loader (intercept/ca.ts): a usable CA loads with its public facts; each way
+ * The interception CA loader (config/intercept-ca.ts): a usable CA loads with its public facts; each way
  * a CA can be unusable is refused with a message naming the file, on the right field.
  */
 import { chmodSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { loadInterceptCa, readInterceptCa } from "../../src/config/intercept-ca.js";
 import { BearerProxyError } from "../../src/errors.js";
-import { loadInterceptCa, readInterceptCa } from "../../src/intercept/ca.js";
 import { type CaFiles, useCaFiles } from "../helpers/intercept-ca-files.js";
 
 const files = useCaFiles();

@@ -11,7 +11,7 @@ import { createServer, type Server } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadInterceptCa } from "../../src/intercept/ca.js";
+import { loadInterceptCa } from "../../src/config/intercept-ca.js";
 import { createLeafCertificates } from "../../src/intercept/leaf-certificates.js";
 import { type CaFiles, useCaFiles } from "../helpers/intercept-ca-files.js";
 

@@ -11,7 +11,7 @@ import { connect as netConnect, type Socket } from "node:net";
 import { Duplex } from "node:stream";
 import { connect as tlsConnect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/app-under-test.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import { type CaFiles, useCaFiles } from "../helpers/intercept-ca-files.js";

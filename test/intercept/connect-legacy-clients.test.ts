@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { ProxyAgent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SCRIPTING_PREVIEW_HEADER } from "../../src/config/api-versions.js";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import { accessLines, echoedHeader, echoedHeaderNames } from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";

@@ -6,7 +6,7 @@
  */
 import { ProxyAgent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import { accessLines, basicHeader, htpasswdFile } from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";

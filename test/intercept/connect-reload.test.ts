@@ -5,7 +5,7 @@
  * connection closes. An upstream newly marked is terminated at once, its leaf made on demand.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, loadTestConfig, startAppUnderTest } from "../helpers/app-under-test.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import { type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";

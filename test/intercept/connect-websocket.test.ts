@@ -9,7 +9,7 @@ import { connect as tlsConnect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { SCRIPTING_PREVIEW_HEADER } from "../../src/config/api-versions.js";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import { accessLines } from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";

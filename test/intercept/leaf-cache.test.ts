@@ -4,7 +4,7 @@
  * Both clocks are fake: the cache's monotonic one and the wall clock the validity comes from.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { type InterceptCa, loadInterceptCa } from "../../src/intercept/ca.js";
+import { type InterceptCa, loadInterceptCa } from "../../src/config/intercept-ca.js";
 import { createLeafCertificates, LEAF_DEFAULTS } from "../../src/intercept/leaf-certificates.js";
 import { useCaFiles } from "../helpers/intercept-ca-files.js";
 

@@ -9,7 +9,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { connect, TLSSocket as ServerTlsSocket, type TLSSocket } from "node:tls";
 import * as x509 from "@peculiar/x509";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type InterceptCa, loadInterceptCa } from "../../src/intercept/ca.js";
+import { type InterceptCa, loadInterceptCa } from "../../src/config/intercept-ca.js";
 import { handshakeFailureReason } from "../../src/intercept/handshake-failure.js";
 import {
   createLeafCertificates,

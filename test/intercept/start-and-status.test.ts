@@ -6,9 +6,9 @@
  */
 import { chmodSync, readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp } from "../../src/app.js";
+import { buildApp } from "../../src/app/build-app.js";
+import { loadInterceptCa } from "../../src/config/intercept-ca.js";
 import { BearerProxyError } from "../../src/errors.js";
-import { loadInterceptCa } from "../../src/intercept/ca.js";
 import { createMetrics } from "../../src/observability/metrics.js";
 import {
   type AppUnderTest,

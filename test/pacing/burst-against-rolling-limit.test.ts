@@ -13,8 +13,8 @@
 import { createRequire } from "node:module";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { Admission } from "../../src/proxy/pacing/limiter.js";
-import { createLocalPacer } from "../../src/proxy/pacing/local-pacer.js";
+import type { Admission } from "../../src/pacing/limiter.js";
+import { createLocalPacer } from "../../src/pacing/local-pacer.js";
 import { type LimitedUpstream, startLimitedUpstream } from "../helpers/limited-upstream.js";
 import { createTestPki } from "../helpers/tls.js";
 

@@ -12,7 +12,7 @@ import {
   type PaceRate,
   paceParams,
   remainingAt,
-} from "../../src/proxy/pacing/gcra.js";
+} from "../../src/pacing/gcra.js";
 import { maxInAnyWindow } from "../helpers/limited-upstream.js";
 
 /** Departure times of FIFO requests arriving at `arrivals` (sorted), each going at its turn. */

@@ -4,10 +4,10 @@
  * other, aborts, and close.
  */
 import { describe, expect, it } from "vitest";
-import { type Admission, PacerClosedError } from "../../src/proxy/pacing/limiter.js";
-import { createLocalPacer } from "../../src/proxy/pacing/local-pacer.js";
-import { rateLimitPolicyValue, rateLimitValue } from "../../src/proxy/pacing/ratelimit-headers.js";
-import { FakeClock } from "../token/fake-clock.js";
+import { type Admission, PacerClosedError } from "../../src/pacing/limiter.js";
+import { createLocalPacer } from "../../src/pacing/local-pacer.js";
+import { rateLimitPolicyValue, rateLimitValue } from "../../src/pacing/ratelimit-headers.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 
 /** 10/s, strictly even: one every 100 ms (no margin, to keep the arithmetic round). */
 const TEN_PER_SECOND = { requests: 10, perMs: 1_000, burst: 0, marginMs: 0 };

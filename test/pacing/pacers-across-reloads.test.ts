@@ -1,17 +1,18 @@
 /**
- * Issue 26, the app's pacers (src/app/pacers.ts): one per upstream, also without a rateLimit
+ * Issue 26, the app's pacers (src/pacing/pacers.ts): one per upstream, also without a rateLimit
  * (for the upstream's pauses); a reload keeps the pacer of unchanged settings with its queue and
  * budgets, builds new ones for changed settings, and `retain` closes what the live
  * configuration no longer uses. An upstream's pause holds the entry that got it, or (pauseScope:
  * credential) every entry spending its credential at its origin.
  */
 import { describe, expect, it } from "vitest";
-import { createPacers } from "../../src/app/pacers.js";
-import type { UpstreamConfig } from "../../src/config/types.js";
+import { rulesNameCallers } from "../../src/callers/allow.js";
+import type { UpstreamConfig } from "../../src/config/proxy-config.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { createMetrics } from "../../src/observability/metrics.js";
-import type { Admission } from "../../src/proxy/pacing/limiter.js";
-import { PacerClosedError } from "../../src/proxy/pacing/limiter.js";
+import type { Admission } from "../../src/pacing/limiter.js";
+import { PacerClosedError } from "../../src/pacing/limiter.js";
+import { createPacers } from "../../src/pacing/pacers.js";
 import { makeProxyConfig, makeUpstreamConfig } from "../helpers/upstream-config.js";
 
 function setup() {
@@ -29,7 +30,11 @@ function setup() {
     });
   const open = (name: string) => makeUpstreamConfig(name, { baseUrl: "https://api.example.test" });
   const config = (...upstreams: UpstreamConfig[]) => makeProxyConfig(upstreams);
-  const pacers = createPacers(config(open("unused")), { logger, metrics });
+  const pacers = createPacers(config(open("unused")), {
+    logger,
+    metrics,
+    namesCallers: (upstream) => rulesNameCallers(upstream.allow),
+  });
   return { pacers, metrics, lines, limited, open, config };
 }
 

@@ -1,6 +1,6 @@
 /**
  * Issue 26 (and the upgrade follow-up): the pacing gate that plain requests and Upgrade
- * handshakes both pass (src/proxy/pacing/gate.ts), on a fake clock: which budget a request
+ * handshakes both pass (src/pacing/gate.ts), on a fake clock: which budget a request
  * spends, a free turn at once, a wait that ends in a turn (with a fresher token), a refusal with
  * its Retry-After and RateLimit fields, a hang-up that ends the wait silently, the pacer closing
  * under a waiting request, and a failure after the wait answered instead of thrown. Issue 30
@@ -8,7 +8,8 @@
  * with no place (limits.maxWaiting, maxWaitingPerCaller) it is answered 429 at once.
  */
 import { beforeEach, describe, expect, it } from "vitest";
-import type { RateLimitConfig } from "../../src/config/types.js";
+import { createWaitingRoom } from "../../src/base/waiting-room.js";
+import type { RateLimitConfig } from "../../src/config/proxy-config.js";
 import type { ProxyErrorCode } from "../../src/errors.js";
 import { createMetrics } from "../../src/observability/metrics.js";
 import {
@@ -16,14 +17,10 @@ import {
   type GateRefusal,
   passGate,
   type WaitingPlaces,
-} from "../../src/proxy/pacing/gate.js";
-import { createLocalPacer } from "../../src/proxy/pacing/local-pacer.js";
-import {
-  createUpstreamPacing,
-  type UpstreamPacing,
-} from "../../src/proxy/pacing/upstream-pacing.js";
-import { createWaitingRoom } from "../../src/proxy/pacing/waiting-room.js";
-import { FakeClock } from "../token/fake-clock.js";
+} from "../../src/pacing/gate.js";
+import { createLocalPacer } from "../../src/pacing/local-pacer.js";
+import { createUpstreamPacing, type UpstreamPacing } from "../../src/pacing/upstream-pacing.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 
 /** 10 per second, strictly even (one every 100 ms), up to 250 ms of wait. */
 const LIMIT: RateLimitConfig = {

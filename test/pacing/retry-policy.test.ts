@@ -9,7 +9,7 @@ import {
   type RetryPolicy,
   retryDelayMs,
   shouldRetry,
-} from "../../src/proxy/pacing/retry-policy.js";
+} from "../../src/pacing/retry-policy.js";
 
 const POLICY: RetryPolicy = {
   attempts: 1,

@@ -4,7 +4,7 @@
  */
 import { createCluster } from "redis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSharedPacer, type PacingRedis } from "../../src/proxy/pacing/shared-pacer.js";
+import { createSharedPacer, type PacingRedis } from "../../src/pacing/shared-pacer.js";
 import { maxInAnyWindow } from "../helpers/limited-upstream.js";
 import { skipWithoutRedis } from "../helpers/redis-server.js";
 import { type RedisClusterSetup, startRedisCluster } from "../helpers/redis-topologies.js";

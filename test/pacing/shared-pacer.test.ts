@@ -7,9 +7,9 @@
 import { createClient } from "redis";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { REFUND } from "../../src/proxy/pacing/gcra-script.js";
-import type { Admission, Pacer } from "../../src/proxy/pacing/limiter.js";
-import { createSharedPacer, type PacingRedis } from "../../src/proxy/pacing/shared-pacer.js";
+import { REFUND } from "../../src/pacing/gcra-script.js";
+import type { Admission, Pacer } from "../../src/pacing/limiter.js";
+import { createSharedPacer, type PacingRedis } from "../../src/pacing/shared-pacer.js";
 import { type LimitedUpstream, startLimitedUpstream } from "../helpers/limited-upstream.js";
 import { skipWithoutRedis, useRedisServer } from "../helpers/redis-server.js";
 import { createTestPki } from "../helpers/tls.js";

@@ -6,49 +6,41 @@
  */
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Admission } from "../../src/proxy/pacing/limiter.js";
-import { createLocalPacer } from "../../src/proxy/pacing/local-pacer.js";
+import type { Admission } from "../../src/pacing/limiter.js";
+import { createLocalPacer } from "../../src/pacing/local-pacer.js";
 import {
   createEntryPauses,
   createPauseTable,
   entryPauseKey,
   type PauseTable,
-  parseRetryAfter,
-} from "../../src/proxy/pacing/pause.js";
+  pauseFromRetryAfter,
+} from "../../src/pacing/pause.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { type LimitedUpstream, startLimitedUpstream } from "../helpers/limited-upstream.js";
 import { createTestPki } from "../helpers/tls.js";
-import { FakeClock } from "../token/fake-clock.js";
 
 const NOW_WALL_MS = Date.UTC(2026, 10, 22, 12, 0, 0);
 /** `rateLimit.maxPause` as the tests of the parser use it. */
 const MAX_PAUSE_MS = 10 * 60_000;
 
-describe("parseRetryAfter", () => {
-  it("reads delta-seconds", () => {
-    expect(parseRetryAfter("120", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(120_000);
-    expect(parseRetryAfter(" 0 ", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(0);
-    expect(parseRetryAfter(["3", "9"], NOW_WALL_MS, MAX_PAUSE_MS)).toBe(3_000);
-  });
-
-  it("reads the three HTTP-date forms of RFC 9110 §5.6.7, as GMT", () => {
-    expect(parseRetryAfter("Sun, 22 Nov 2026 12:00:30 GMT", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(
+describe("pauseFromRetryAfter", () => {
+  it("pauses for the header's wait (base/retry-after.ts reads it)", () => {
+    expect(pauseFromRetryAfter("120", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(120_000);
+    expect(pauseFromRetryAfter(["3", "9"], NOW_WALL_MS, MAX_PAUSE_MS)).toBe(3_000);
+    expect(pauseFromRetryAfter("Sun, 22 Nov 2026 12:00:30 GMT", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(
       30_000,
     );
-    expect(parseRetryAfter("Sunday, 22-Nov-26 12:01:00 GMT", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(
-      60_000,
-    );
-    expect(parseRetryAfter("Sun Nov 22 12:00:05 2026", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(5_000);
   });
 
-  it("treats a date in the past as 0, caps long pauses at maxPause, ignores what it can't read", () => {
-    expect(parseRetryAfter("Sun, 22 Nov 2026 11:00:00 GMT", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(0);
-    expect(parseRetryAfter("86400", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(10 * 60_000);
-    expect(parseRetryAfter("31536000", NOW_WALL_MS, 60_000)).toBe(60_000);
-    expect(parseRetryAfter("Mon, 22 Nov 2027 12:00:00 GMT", NOW_WALL_MS, 60_000)).toBe(60_000);
+  it("caps long pauses at maxPause, ignores what it can't read", () => {
+    expect(pauseFromRetryAfter("Sun, 22 Nov 2026 11:00:00 GMT", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(0);
+    expect(pauseFromRetryAfter("86400", NOW_WALL_MS, MAX_PAUSE_MS)).toBe(10 * 60_000);
+    expect(pauseFromRetryAfter("31536000", NOW_WALL_MS, 60_000)).toBe(60_000);
+    expect(pauseFromRetryAfter("Mon, 22 Nov 2027 12:00:00 GMT", NOW_WALL_MS, 60_000)).toBe(60_000);
     // maxPause 0: an answer never pauses.
-    expect(parseRetryAfter("30", NOW_WALL_MS, 0)).toBe(0);
+    expect(pauseFromRetryAfter("30", NOW_WALL_MS, 0)).toBe(0);
     for (const bad of ["", "-1", "1.5", "soon", "Sun, 31 Feb 2026 12:00:00 GMT", undefined]) {
-      expect(parseRetryAfter(bad, NOW_WALL_MS, MAX_PAUSE_MS)).toBeUndefined();
+      expect(pauseFromRetryAfter(bad, NOW_WALL_MS, MAX_PAUSE_MS)).toBeUndefined();
     }
   });
 });
@@ -188,7 +180,7 @@ describe("pausing on a real upstream's 429", () => {
       const res = await request(`${upstream.origin}/`, { dispatcher: agent });
       await res.body.dump();
       if (res.statusCode === 429) {
-        const delayMs = parseRetryAfter(res.headers["retry-after"], Date.now(), 60_000);
+        const delayMs = pauseFromRetryAfter(res.headers["retry-after"], Date.now(), 60_000);
         if (delayMs !== undefined) pacer.pause(performance.now() + delayMs, "429");
       }
       return res.statusCode;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TokenProvider } from "../../src/token/types.js";
+import type { TokenProvider } from "../../src/token/token-provider.js";
 import { rawRequest } from "../helpers/raw-http.js";
 import { createTestPki } from "../helpers/tls.js";
 import { sleep, waitFor } from "../helpers/wait.js";

@@ -15,7 +15,7 @@ import {
   CredentialWriter,
 } from "../../src/proxy/credential.js";
 import { createDpop, type Dpop } from "../../src/token/dpop/index.js";
-import type { AccessToken } from "../../src/token/types.js";
+import type { AccessToken } from "../../src/token/token-provider.js";
 import { testToken } from "./support/pipeline-fakes.js";
 
 const BEARER_SLOTS: CredentialSlots = { authorizationIndex: 3, dpopIndex: -1 };

@@ -4,15 +4,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Dispatcher } from "undici";
 import { loadConfig } from "../../src/config/load.js";
-import type { ProxyConfig, UpstreamConfig } from "../../src/config/types.js";
+import type { ProxyConfig, UpstreamConfig } from "../../src/config/proxy-config.js";
 import { createLifecycle, type Lifecycle } from "../../src/lifecycle.js";
 import { createDispatcher } from "../../src/net/dispatcher.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { createProxyServer, type ProxyServer } from "../../src/proxy/proxy-server.js";
 import { groupUpstreamsByListener } from "../../src/proxy/routing/router.js";
+import type { TokenProvider } from "../../src/token/token-provider.js";
 import { createTokenRegistry, type TokenRegistry } from "../../src/token/token-registry.js";
-import type { TokenProvider } from "../../src/token/types.js";
 
 /**
  * Builds a real proxy for a test: the config goes through the real loader (so defaults and

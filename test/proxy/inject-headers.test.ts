@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { UpstreamConfig } from "../../src/config/types.js";
+import type { UpstreamConfig } from "../../src/config/proxy-config.js";
 import { authorizationValue } from "../../src/proxy/credential.js";
 import { createHeaderInjector } from "../../src/proxy/routing/forwarded-headers.js";
-import type { AccessToken } from "../../src/token/types.js";
+import type { AccessToken } from "../../src/token/token-provider.js";
 
 function upstream(overrides: Partial<UpstreamConfig> = {}): UpstreamConfig {
   return {

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { UpstreamConfig } from "../../src/config/types.js";
+import type { UpstreamConfig } from "../../src/config/proxy-config.js";
 import { createRouter, normalizeAuthority } from "../../src/proxy/routing/router.js";
 
 function upstream(name: string, pathPrefix: string, hosts: string[] = []): UpstreamConfig {

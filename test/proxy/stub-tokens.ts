@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { BearerProxyError } from "../../src/errors.js";
-import type { AccessToken, TokenProvider, TokenStatus } from "../../src/token/types.js";
+import type { AccessToken, TokenProvider, TokenStatus } from "../../src/token/token-provider.js";
 
 /**
  * A TokenProvider with no token endpoint behind it: tokens `<prefix>-1`, `<prefix>-2`, … A new

@@ -1,6 +1,6 @@
 /** Issue 18: a reload that would need new sockets or server options is refused whole, by path. */
 import { describe, expect, it } from "vitest";
-import type { ProxyConfig } from "../../src/config/types.js";
+import type { ProxyConfig } from "../../src/config/proxy-config.js";
 import { changesNeedingRestart } from "../../src/reload/live-changes.js";
 import { makeProxyConfig, makeUpstreamConfig } from "../helpers/upstream-config.js";
 

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { Agent, request } from "undici";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, buildApp } from "../../src/app/build-app.js";
 import { loadConfig } from "../../src/config/load.js";
 import { DEMO_CLIENT } from "../../src/emulator/emulator.js";
 import { createMetrics } from "../../src/observability/metrics.js";

@@ -1,8 +1,8 @@
 import type { Dispatcher } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { BearerProxyError } from "../../src/errors.js";
+import type { TokenProvider } from "../../src/token/token-provider.js";
 import { createTokenSource } from "../../src/token/token-source.js";
-import type { TokenProvider } from "../../src/token/types.js";
 import { useEmulator } from "../helpers/emulator.js";
 import { callApi, emulatorSpec, tokenDispatcher, type Version } from "./emulator-support.js";
 import { captureLogs, DEFAULT_POLICY, TEST_SECRET } from "./helpers.js";

@@ -1,8 +1,8 @@
 import type { Dispatcher } from "undici";
 import { request } from "undici";
 import { SCRIPTING_PREVIEW_HEADER } from "../../src/config/api-versions.js";
-import type { TokenEndpointSpec, UpstreamTls } from "../../src/config/types.js";
-import type { Emulator } from "../../src/emulator/types.js";
+import type { TokenEndpointSpec, UpstreamTls } from "../../src/config/proxy-config.js";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { createDispatcher } from "../../src/net/dispatcher.js";
 import { makeSpec } from "./helpers.js";
 

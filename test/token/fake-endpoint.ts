@@ -1,10 +1,10 @@
-import type { TokenEndpointSpec, TokenPolicy } from "../../src/config/types.js";
+import type { TokenEndpointSpec, TokenPolicy } from "../../src/config/proxy-config.js";
 import { BearerProxyError } from "../../src/errors.js";
 import type { ClientCredentials, TokenResponse } from "../../src/token/client-credentials.js";
 import type { CredentialReader } from "../../src/token/secret-reader.js";
+import type { TokenProvider } from "../../src/token/token-provider.js";
 import { createTokenSource, type TokenSourceOptions } from "../../src/token/token-source.js";
-import type { TokenProvider } from "../../src/token/types.js";
-import { FakeClock } from "./fake-clock.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { captureLogs, DEFAULT_POLICY, makeSpec, seededRandom } from "./helpers.js";
 
 export interface FakeCall {

@@ -1,6 +1,6 @@
 import { Writable } from "node:stream";
 import { type Logger, pino } from "pino";
-import type { TokenEndpointSpec } from "../../src/config/types.js";
+import type { TokenEndpointSpec } from "../../src/config/proxy-config.js";
 import { makeTokenSpec } from "../helpers/upstream-config.js";
 
 export { DEFAULT_POLICY } from "../helpers/upstream-config.js";

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { CredentialReader } from "../../src/token/secret-reader.js";
-import { FakeClock } from "./fake-clock.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { makeSource } from "./fake-endpoint.js";
 
 const READ_MS = 400;

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
-import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import type { SharedToken, SharedTokenCache } from "../../src/token/shared-token-cache.js";
 import {
   issueSharedToken,
   recordingLogger,

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
-import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import type { SharedToken, SharedTokenCache } from "../../src/token/shared-token-cache.js";
 import {
   freePort,
   issueSharedToken,

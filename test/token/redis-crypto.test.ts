@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { decryptToken, deriveTokenKey, encryptToken } from "../../src/token/redis-crypto.js";
-import type { SharedToken } from "../../src/token/redis-types.js";
+import type { SharedToken } from "../../src/token/shared-token-cache.js";
 
 const TOKEN: SharedToken = {
   accessToken: "eyJhbGciOi.secret-token-value",

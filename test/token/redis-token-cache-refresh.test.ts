@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { fingerprint } from "../../src/token/fingerprint.js";
+import { fingerprint } from "../../src/base/fingerprint.js";
 import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
-import type { SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import type { SharedToken, SharedTokenCache } from "../../src/token/shared-token-cache.js";
 import {
   recordingLogger,
   redisCacheConfig,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createRedisTokenCache } from "../../src/token/redis-token-cache.js";
-import type { SharedToken } from "../../src/token/redis-types.js";
+import type { SharedToken } from "../../src/token/shared-token-cache.js";
 import {
   issueSharedToken,
   recordingLogger,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   describeTokenUrl,
-  parseRetryAfter,
+  retryAfterSeconds,
   sanitizeIdpText,
 } from "../../src/token/response-text.js";
 
@@ -18,16 +18,16 @@ describe("response text helpers", () => {
     expect(sanitizeIdpText("x".repeat(300), 200)).toHaveLength(200);
   });
 
-  it("parseRetryAfter: delay-seconds, HTTP-date, garbage, and a cap", () => {
+  it("retryAfterSeconds: delay-seconds, HTTP-date, garbage, and a cap", () => {
     const now = Date.UTC(2026, 0, 1, 0, 0, 0);
-    expect(parseRetryAfter(undefined, now)).toBeUndefined();
-    expect(parseRetryAfter("12", now)).toBe(12);
-    expect(parseRetryAfter(" 0 ", now)).toBe(0);
-    expect(parseRetryAfter(new Date(now + 30_500).toUTCString(), now)).toBe(30);
-    expect(parseRetryAfter(new Date(now - 60_000).toUTCString(), now)).toBe(0);
-    expect(parseRetryAfter("soon", now)).toBeUndefined();
-    expect(parseRetryAfter("-5", now)).toBeUndefined();
-    expect(parseRetryAfter("1.5", now)).toBeUndefined();
-    expect(parseRetryAfter("86400", now)).toBe(300);
+    expect(retryAfterSeconds(undefined, now)).toBeUndefined();
+    expect(retryAfterSeconds("12", now)).toBe(12);
+    expect(retryAfterSeconds(" 0 ", now)).toBe(0);
+    expect(retryAfterSeconds(new Date(now + 30_500).toUTCString(), now)).toBe(30);
+    expect(retryAfterSeconds(new Date(now - 60_000).toUTCString(), now)).toBe(0);
+    expect(retryAfterSeconds("soon", now)).toBeUndefined();
+    expect(retryAfterSeconds("-5", now)).toBeUndefined();
+    expect(retryAfterSeconds("1.5", now)).toBeUndefined();
+    expect(retryAfterSeconds("86400", now)).toBe(300);
   });
 });

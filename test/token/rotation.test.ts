@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { FakeClock } from "./fake-clock.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { invalidClient, makeSource } from "./fake-endpoint.js";
 
 let dir: string;

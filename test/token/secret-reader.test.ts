@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Credentials, createCredentialReader } from "../../src/token/secret-reader.js";
-import { FakeClock, settle } from "./fake-clock.js";
+import { FakeClock, settle } from "../helpers/fake-clock.js";
 
 let dir: string;
 beforeEach(async () => {

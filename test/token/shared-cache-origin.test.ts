@@ -5,10 +5,14 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
-import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import type {
+  GetOrFetchArgs,
+  SharedToken,
+  SharedTokenCache,
+} from "../../src/token/shared-token-cache.js";
 import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
-import type { TokenProvider } from "../../src/token/types.js";
-import { FakeClock } from "./fake-clock.js";
+import type { TokenProvider } from "../../src/token/token-provider.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { captureLogs, DEFAULT_POLICY, makeSpec } from "./helpers.js";
 import { IDP_ORIGIN, JSON_HEADERS, tokenBody, useMockAgent } from "./mock-idp.js";
 

@@ -1,12 +1,16 @@
 /** The token source behind the Redis-shared cache: lifetimes of shared tokens, 401 handling, keys. */
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { sharedCredentialKey } from "../../src/token/credential-identity.js";
-import { fingerprint } from "../../src/token/fingerprint.js";
-import type { GetOrFetchArgs, SharedToken, SharedTokenCache } from "../../src/token/redis-types.js";
+import { fingerprint } from "../../src/base/fingerprint.js";
+import { sharedCredentialKey } from "../../src/config/credential-identity.js";
+import type {
+  GetOrFetchArgs,
+  SharedToken,
+  SharedTokenCache,
+} from "../../src/token/shared-token-cache.js";
 import { createSharedTokenSourceFactory } from "../../src/token/shared-token-source.js";
-import type { TokenProvider } from "../../src/token/types.js";
-import { FakeClock } from "./fake-clock.js";
+import type { TokenProvider } from "../../src/token/token-provider.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { captureLogs, DEFAULT_POLICY, makeSpec, TEST_SECRET } from "./helpers.js";
 
 const agent = new Agent();

@@ -1,11 +1,11 @@
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import type { UpstreamConfig } from "../../src/config/types.js";
-import { localCredentialKey as credentialKey } from "../../src/token/credential-identity.js";
+import { localCredentialKey as credentialKey } from "../../src/config/credential-identity.js";
+import type { UpstreamConfig } from "../../src/config/proxy-config.js";
 import { createTokenRegistry, type TokenRegistry } from "../../src/token/token-registry.js";
 import { createTokenSource, type TokenSourceOptions } from "../../src/token/token-source.js";
+import { FakeClock } from "../helpers/fake-clock.js";
 import { makeUpstreamConfig } from "../helpers/upstream-config.js";
-import { FakeClock } from "./fake-clock.js";
 import { FakeTokenEndpoint } from "./fake-endpoint.js";
 import { captureLogs, DEFAULT_POLICY, TEST_SECRET } from "./helpers.js";
 
@@ -40,13 +40,12 @@ function setup(
     createSource: (options) => {
       created.push(options);
       const source = createTokenSource({ ...options, fetchToken: endpoint.fetchToken });
-      return {
-        ...source,
-        close: () => {
-          closed.push(options.upstream);
-          source.close();
-        },
+      const close = source.close.bind(source);
+      source.close = () => {
+        closed.push(options.upstream);
+        close();
       };
+      return source;
     },
   });
   return { clock, endpoint, created, closed, registry };

@@ -4,14 +4,11 @@
  * for; test/idp/ replays the same shapes over real TLS.
  */
 import { describe, expect, it } from "vitest";
+import { isBearerTokenSyntax } from "../../src/base/bearer-token.js";
 import { BearerProxyError } from "../../src/errors.js";
 import { authorizationValue } from "../../src/proxy/credential.js";
 import { decryptToken, deriveTokenKey, encryptToken } from "../../src/token/redis-crypto.js";
-import {
-  isBearerTokenSyntax,
-  parseTokenResponse,
-  type ResponseContext,
-} from "../../src/token/token-response.js";
+import { parseTokenResponse, type ResponseContext } from "../../src/token/token-response.js";
 
 const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJkZW1vIn0.c2lnbmF0dXJl";
 const CONTEXT: ResponseContext = {

@@ -17,7 +17,7 @@ const SOURCES = [
   "observability/tracing-provider.ts",
   "observability/log-throttle.ts",
   "errors.ts",
-  "net/loggable-url.ts",
+  "base/loggable-url.ts",
 ];
 
 // A request's walk through the API, then the loaded modules.

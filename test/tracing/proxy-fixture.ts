@@ -6,7 +6,7 @@
  */
 
 import { afterAll, afterEach, beforeAll } from "vitest";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, buildApp } from "../../src/app/build-app.js";
 import { DEMO_CLIENT } from "../../src/emulator/emulator.js";
 import type { EchoResponse, Emulator } from "../../src/emulator/index.js";
 import { createMetrics } from "../../src/observability/metrics.js";

@@ -4,7 +4,7 @@
  */
 
 import { describe, expect, it } from "vitest";
-import { loggableUrl } from "../../src/net/loggable-url.js";
+import { loggableUrl } from "../../src/base/loggable-url.js";
 import {
   decideTracing,
   readTracingSettings,

@@ -19,7 +19,7 @@ import type { Duplex, Readable } from "node:stream";
 import type { Dispatcher } from "undici";
 import type { ProxyErrorCode } from "../../errors.js";
 import type { RawHeaders } from "../../net/raw-headers.js";
-import type { AccessToken } from "../../token/types.js";
+import type { AccessToken } from "../../token/token-provider.js";
 import { CredentialError } from "../credential.js";
 import type { ProxiedRequest } from "../proxied-request.js";
 import { type MappedProxyError, mapUpstreamError } from "../proxy-errors.js";

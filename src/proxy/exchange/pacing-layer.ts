@@ -6,9 +6,9 @@
  * for a turn like a first attempt does at the pacing stage: the upstream counts every copy.
  */
 import { firstFieldValue, type RawHeaders } from "../../net/raw-headers.js";
-import type { Admission } from "../pacing/limiter.js";
-import { parseRetryAfter } from "../pacing/pause.js";
-import type { UpstreamPacing } from "../pacing/upstream-pacing.js";
+import type { Admission } from "../../pacing/limiter.js";
+import { pauseFromRetryAfter } from "../../pacing/pause.js";
+import type { UpstreamPacing } from "../../pacing/upstream-pacing.js";
 import type { Exchange } from "./exchange.js";
 import { type AttemptHandler, ExchangeLayer } from "./layer.js";
 
@@ -37,7 +37,7 @@ export class PacingLayer extends ExchangeLayer {
    */
   private noteSlowDown(statusCode: 429 | 503, raw: RawHeaders): void {
     const retryAfter = firstFieldValue(raw, "retry-after");
-    const waitMs = parseRetryAfter(retryAfter, Date.now(), this.pacing.maxPauseMs);
+    const waitMs = pauseFromRetryAfter(retryAfter, Date.now(), this.pacing.maxPauseMs);
     if (waitMs === undefined || waitMs <= 0) return;
     this.pacing.slowDown(waitMs, statusCode);
     this.exchange.paused = true;

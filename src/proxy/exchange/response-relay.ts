@@ -7,7 +7,7 @@
  * Upgrade request's 101 is handed to its tunnel (`onSwitchingProtocols`).
  */
 import type { Duplex } from "node:stream";
-import type { LimitsConfig } from "../../config/types.js";
+import type { LimitsConfig } from "../../config/proxy-config.js";
 import type { RawHeaders } from "../../net/raw-headers.js";
 import { mapUpstreamError } from "../proxy-errors.js";
 import {

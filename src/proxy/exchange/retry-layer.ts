@@ -13,7 +13,7 @@ import {
   type RetryReason,
   retryDelayMs,
   shouldRetry,
-} from "../pacing/retry-policy.js";
+} from "../../pacing/retry-policy.js";
 import { errorCodes, type MappedProxyError, mapUpstreamError } from "../proxy-errors.js";
 import { HoldingLayer } from "./holding-layer.js";
 

@@ -9,7 +9,7 @@
  */
 
 import type { RawHeaders } from "../../net/raw-headers.js";
-import type { AccessToken } from "../../token/types.js";
+import type { AccessToken } from "../../token/token-provider.js";
 import { mapUpstreamError } from "../proxy-errors.js";
 import { HoldingLayer } from "./holding-layer.js";
 

@@ -4,7 +4,7 @@
  * is streamed with backpressure (request-body.ts). Both under the idle timeout and the minimum
  * upload rate; a body that fails them gets 408/413, or its connection cut once answered.
  */
-import type { LimitsConfig } from "../../config/types.js";
+import type { LimitsConfig } from "../../config/proxy-config.js";
 import type { ProxyErrorCode } from "../../errors.js";
 import type { ProxiedRequest } from "../proxied-request.js";
 import {

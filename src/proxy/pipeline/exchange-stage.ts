@@ -5,7 +5,7 @@
  * A plain request's exchange ends in the relayed answer; an upgrade's may end in a 101 handed to
  * its tunnel (`onSwitchingProtocols`), any other answer relayed as a plain one.
  */
-import type { LimitsConfig } from "../../config/types.js";
+import type { LimitsConfig } from "../../config/proxy-config.js";
 import { Exchange } from "../exchange/exchange.js";
 import type { AttemptHandler } from "../exchange/layer.js";
 import { PacingLayer } from "../exchange/pacing-layer.js";

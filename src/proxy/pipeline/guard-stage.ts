@@ -5,7 +5,7 @@
  * plain request its expectation. A request this malformed says nothing good about the rest of
  * the connection's bytes: its answer closes the connection.
  */
-import type { LimitsConfig, PathsConfig } from "../../config/types.js";
+import type { LimitsConfig, PathsConfig } from "../../config/proxy-config.js";
 import type { ProxiedRequest } from "../proxied-request.js";
 import { checkRequest } from "../request-guards.js";
 import type { RouteTable } from "../routing/route-table.js";

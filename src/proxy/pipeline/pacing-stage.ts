@@ -12,8 +12,8 @@ import {
   type PacedRequest,
   passGate,
   type WaitingPlaces,
-} from "../pacing/gate.js";
-import type { UpstreamPacing } from "../pacing/upstream-pacing.js";
+} from "../../pacing/gate.js";
+import type { UpstreamPacing } from "../../pacing/upstream-pacing.js";
 import type { ProxiedRequest } from "../proxied-request.js";
 import type { Flow, Stage } from "./pipeline.js";
 

@@ -4,7 +4,7 @@
  * credential slots, and for a plain request how its body travels (refused here, before a byte
  * of it is read, when its declared length is over the limit).
  */
-import type { LimitsConfig } from "../../config/types.js";
+import type { LimitsConfig } from "../../config/proxy-config.js";
 import type { ProxiedRequest } from "../proxied-request.js";
 import { planBody } from "../request-body.js";
 import type { Route } from "../routing/route.js";

@@ -7,8 +7,9 @@
  * fields only, and the injected fields are appended afterwards, so `Connection: authorization`
  * can't remove the Authorization we add (the reply-from / Envoy rule).
  */
-import type { UpstreamConfig } from "../../config/types.js";
-import { HOP_BY_HOP_HEADERS } from "../../net/hop-by-hop.js";
+
+import { HOP_BY_HOP_HEADERS } from "../../base/hop-by-hop.js";
+import type { UpstreamConfig } from "../../config/proxy-config.js";
 
 /**
  * Fields never forwarded as the client sent them: hop-by-hop (RFC 9110 §7.6.1), Host (ours

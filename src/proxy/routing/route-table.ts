@@ -3,8 +3,9 @@
  * Route objects of one routing generation, so the pipeline gets everything about an upstream
  * from one lookup.
  */
-import type { UpstreamConfig } from "../../config/types.js";
-import { interceptRoutes } from "../../intercept/authority.js";
+
+import { interceptRoutes } from "../../base/authority.js";
+import type { UpstreamConfig } from "../../config/proxy-config.js";
 import type { Route } from "./route.js";
 import { createRouter, type Router } from "./router.js";
 

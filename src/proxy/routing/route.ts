@@ -6,10 +6,10 @@
  * token source (the registry may evict an idle one and make it again).
  */
 import type { Dispatcher } from "undici";
-import type { UpstreamConfig } from "../../config/types.js";
-import type { TokenProvider } from "../../token/types.js";
+import type { UpstreamConfig } from "../../config/proxy-config.js";
+import type { UpstreamPacing } from "../../pacing/upstream-pacing.js";
+import type { TokenProvider } from "../../token/token-provider.js";
 import { CredentialWriter } from "../credential.js";
-import type { UpstreamPacing } from "../pacing/upstream-pacing.js";
 import { createHeaderInjector, type HeaderInjector } from "./forwarded-headers.js";
 
 export interface RouteSources {

@@ -9,7 +9,7 @@
  *    prefix not ending in "/" matches on a segment boundary.
  * Every lookup is a few Map probes: nothing is scanned or built per request.
  */
-import type { ListenSpec, ProxyConfig, UpstreamConfig } from "../../config/types.js";
+import type { ListenSpec, ProxyConfig, UpstreamConfig } from "../../config/proxy-config.js";
 
 export interface Router {
   /** The upstream for this authority (lowercase or not; undefined for none) and pathname. */

@@ -7,8 +7,8 @@
  */
 import { readFile } from "node:fs/promises";
 import { BearerProxyError } from "../../errors.js";
+import { type ClientAuth, jwtAssertionParts } from "./client-auth-types.js";
 import { decodeJwtPayload } from "./jws.js";
-import { type ClientAuth, jwtAssertionParts } from "./types.js";
 
 export function clientAssertionFile(file: string): ClientAuth {
   return {

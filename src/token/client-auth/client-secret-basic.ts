@@ -1,9 +1,9 @@
 /** `clientAuth: basic`: HTTP Basic with id and secret (RFC 6749 §2.3.1), body without them. */
 
 import { formEncodingChanges } from "../credential-hint.js";
+import type { ClientAuth } from "./client-auth-types.js";
 import { requireSecret } from "./client-secret-post.js";
 import { basicCredentials, sentSecretForms } from "./secret-forms.js";
-import type { ClientAuth } from "./types.js";
 
 /** `encoding`: `form` (the RFC) or `raw` (setting `basicEncoding`). */
 export function clientSecretBasic(encoding: "form" | "raw"): ClientAuth {

@@ -1,7 +1,7 @@
 /** `clientAuth: body`: client_id and client_secret as body fields (RFC 6749 §2.3.1; SPEC.md). */
 import { BearerProxyError } from "../../errors.js";
+import type { ClientAuth, ClientCredentials } from "./client-auth-types.js";
 import { sentSecretForms } from "./secret-forms.js";
-import type { ClientAuth, ClientCredentials } from "./types.js";
 
 export function clientSecretPost(): ClientAuth {
   return {

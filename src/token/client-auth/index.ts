@@ -3,17 +3,17 @@
  * shape (oauth4webapi `ClientSecretPost` / `ClientSecretBasic` / `PrivateKeyJwt` /
  * `TlsClientAuth`). `createClientAuth` picks the configured one.
  */
-import type { TokenEndpointSpec } from "../../config/types.js";
+import type { TokenEndpointSpec } from "../../config/proxy-config.js";
 import { clientAssertionFile } from "./client-assertion-file.js";
+import type { ClientAuth } from "./client-auth-types.js";
 import { clientSecretBasic } from "./client-secret-basic.js";
 import { clientSecretPost } from "./client-secret-post.js";
 import { privateKeyJwt } from "./private-key-jwt.js";
 import { tlsClientAuth } from "./tls-client-auth.js";
-import type { ClientAuth } from "./types.js";
 
+export type * from "./client-auth-types.js";
+export { SECRET_METHODS } from "./client-auth-types.js";
 export { formEncode, sentSecretForms } from "./secret-forms.js";
-export type * from "./types.js";
-export { SECRET_METHODS } from "./types.js";
 
 /** The configured method; cheap, built per request (it keeps no state). */
 export function createClientAuth(spec: TokenEndpointSpec): ClientAuth {

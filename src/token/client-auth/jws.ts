@@ -5,124 +5,16 @@
 import {
   constants,
   createHash,
-  createPrivateKey,
   type KeyObject,
   type SignKeyObjectInput,
   sign,
   type X509Certificate,
 } from "node:crypto";
-import type { AssertionAlgorithm } from "../../config/types.js";
-import { BearerProxyError } from "../../errors.js";
+import type { JwsAlgorithm } from "../../base/private-key.js";
 
 /** base64url without padding (RFC 7515 §2). */
 export function base64url(data: Buffer | string): string {
   return Buffer.from(data).toString("base64url");
-}
-
-/**
- * The algorithm a key signs with when none is configured, or why it cannot: RSA → RS256,
- * RSA-PSS → PS256, P-256 → ES256, Ed25519/Ed448 → EdDSA.
- */
-export function inferAlgorithm(key: KeyObject): AssertionAlgorithm | { problem: string } {
-  switch (key.asymmetricKeyType) {
-    case "rsa":
-      return "RS256";
-    case "rsa-pss":
-      return "PS256";
-    case "ed25519":
-    case "ed448":
-      return "EdDSA";
-    case "ec":
-      return key.asymmetricKeyDetails?.namedCurve === "prime256v1"
-        ? "ES256"
-        : { problem: `an EC key on ${key.asymmetricKeyDetails?.namedCurve} (ES256 needs P-256)` };
-    default:
-      return { problem: `a ${key.asymmetricKeyType ?? "symmetric"} key` };
-  }
-}
-
-/** Undefined when `key` can sign with `algorithm`, else what is wrong (no key material in it). */
-export function keyProblem(key: KeyObject, algorithm: AssertionAlgorithm): string | undefined {
-  const type = key.asymmetricKeyType;
-  if (key.type !== "private") return "expected a private key";
-  switch (algorithm) {
-    case "RS256":
-    case "PS256": {
-      if (type !== "rsa" && !(type === "rsa-pss" && algorithm === "PS256")) {
-        return `${algorithm} needs an RSA key, found ${describeKey(key)}`;
-      }
-      const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
-      // RFC 7518 §3.3: 2048 bits or larger.
-      return bits < 2048
-        ? `${algorithm} needs an RSA key of 2048 bits or more, found ${bits}`
-        : undefined;
-    }
-    case "ES256":
-      return type === "ec" && key.asymmetricKeyDetails?.namedCurve === "prime256v1"
-        ? undefined
-        : `ES256 needs an EC P-256 key, found ${describeKey(key)}`;
-    case "EdDSA":
-      return type === "ed25519" || type === "ed448"
-        ? undefined
-        : `EdDSA needs an Ed25519 or Ed448 key, found ${describeKey(key)}`;
-  }
-}
-
-/** "RSA 2048-bit", "EC P-256", "Ed25519": what kind of key, never the key. */
-export function describeKey(key: KeyObject): string {
-  const d = key.asymmetricKeyDetails;
-  switch (key.asymmetricKeyType) {
-    case "rsa":
-    case "rsa-pss":
-      return `${key.asymmetricKeyType === "rsa" ? "RSA" : "RSA-PSS"} ${d?.modulusLength ?? "?"}-bit`;
-    case "ec":
-      return `EC ${d?.namedCurve === "prime256v1" ? "P-256" : d?.namedCurve}`;
-    case "ed25519":
-      return "Ed25519";
-    case "ed448":
-      return "Ed448";
-    default:
-      return key.asymmetricKeyType ?? key.type;
-  }
-}
-
-/**
- * `pem` as a private key; BP_ERR_CLIENT_KEY naming `field` (e.g. "clientKeyFile keys/a.pem")
- * otherwise. Node's message names the PEM problem, never the key's bytes.
- */
-export function parsePrivateKeyPem(pem: string | undefined, field: string): KeyObject {
-  if (pem === undefined) {
-    throw new BearerProxyError("BP_ERR_CLIENT_KEY", `no private key read from ${field}`);
-  }
-  try {
-    return createPrivateKey({ key: pem, format: "pem" });
-  } catch (error) {
-    throw new BearerProxyError(
-      "BP_ERR_CLIENT_KEY",
-      `${field} does not hold an unencrypted PEM private key (${(error as Error).message})`,
-      { cause: error },
-    );
-  }
-}
-
-/**
- * The algorithm `key` signs `what` ("an assertion", "a proof") with: `configured`, else the
- * key's own (inferAlgorithm); or what is wrong with the pair, never key material.
- */
-export function signingAlgorithm(
-  key: KeyObject,
-  configured: AssertionAlgorithm | undefined,
-  what: string,
-): { algorithm: AssertionAlgorithm; problem?: undefined } | { problem: string } {
-  const inferred = inferAlgorithm(key);
-  const algorithm = configured ?? (typeof inferred === "string" ? inferred : undefined);
-  if (algorithm === undefined) {
-    return {
-      problem: `cannot sign ${what} with ${typeof inferred === "string" ? "" : inferred.problem}`,
-    };
-  }
-  const problem = keyProblem(key, algorithm);
-  return problem === undefined ? { algorithm } : { problem };
 }
 
 /** `x5t#S256`: base64url SHA-256 of the certificate's DER (RFC 7515 §4.1.8). */
@@ -130,12 +22,12 @@ export function certificateThumbprint(certificate: X509Certificate): string {
   return base64url(createHash("sha256").update(certificate.raw).digest());
 }
 
-/** `header.payload.signature` signed with `key` (checked with keyProblem first). */
+/** `header.payload.signature` signed with `key` (checked with base/private-key.ts keyProblem first). */
 export function signJws(
   header: Record<string, unknown>,
   payload: Record<string, unknown>,
   key: KeyObject,
-  algorithm: AssertionAlgorithm,
+  algorithm: JwsAlgorithm,
 ): string {
   const input = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(payload))}`;
   return `${input}.${base64url(jwsSigner(key, algorithm)(Buffer.from(input, "ascii")))}`;
@@ -150,10 +42,7 @@ export function signJws(
  * DER plus this conversion costs what Node 20 pays. Only OpenSSL's own output is read; any
  * shape but the one expected falls back to Node's conversion.
  */
-export function jwsSigner(
-  key: KeyObject,
-  algorithm: AssertionAlgorithm,
-): (input: Buffer) => Buffer {
+export function jwsSigner(key: KeyObject, algorithm: JwsAlgorithm): (input: Buffer) => Buffer {
   const digest = algorithm === "EdDSA" ? null : "sha256"; // EdDSA hashes internally
   const options = signOptions(key, algorithm);
   if (algorithm !== "ES256") return (input) => sign(digest, input, options);
@@ -190,10 +79,7 @@ export function ecdsaDerToJose(der: Buffer, size: number): Buffer | undefined {
 }
 
 /** The node:crypto key options that make `crypto.sign` produce a JWS signature of `algorithm`. */
-function signOptions(
-  key: KeyObject,
-  algorithm: AssertionAlgorithm,
-): KeyObject | SignKeyObjectInput {
+function signOptions(key: KeyObject, algorithm: JwsAlgorithm): KeyObject | SignKeyObjectInput {
   switch (algorithm) {
     case "RS256":
       return { key, padding: constants.RSA_PKCS1_PADDING };

@@ -5,16 +5,11 @@
  * request, which costs well under a millisecond for a request made every few minutes.
  */
 import { type KeyObject, randomUUID, X509Certificate } from "node:crypto";
-import type { AssertionAlgorithm, PrivateKeyJwtSpec } from "../../config/types.js";
+import { describeKey, parsePrivateKeyPem, signingAlgorithm } from "../../base/private-key.js";
+import type { AssertionAlgorithm, PrivateKeyJwtSpec } from "../../config/proxy-config.js";
 import { BearerProxyError } from "../../errors.js";
-import {
-  certificateThumbprint,
-  describeKey,
-  parsePrivateKeyPem,
-  signingAlgorithm,
-  signJws,
-} from "./jws.js";
-import { type ClientAuth, jwtAssertionParts } from "./types.js";
+import { type ClientAuth, jwtAssertionParts } from "./client-auth-types.js";
+import { certificateThumbprint, signJws } from "./jws.js";
 
 /** RFC 7521 §4.2 / RFC 7523 §2.2. */
 

@@ -9,8 +9,8 @@
  *   through Redis: each replica fetches its own (said once in the log and on /status).
  */
 import { createPrivateKey } from "node:crypto";
-import type { ClientAuthMethod } from "../../config/types.js";
-import type { ClientCredentials } from "./types.js";
+import type { ClientAuthMethod } from "../../config/proxy-config.js";
+import type { ClientCredentials } from "./client-auth-types.js";
 
 /** The key material for the shared cache, or undefined when tokens must not be shared. */
 export function sharedCacheSecret(

@@ -5,7 +5,7 @@
  * re-reads certificate and key when they change; here it is only described for `check`.
  */
 import { X509Certificate } from "node:crypto";
-import type { ClientAuth } from "./types.js";
+import type { ClientAuth } from "./client-auth-types.js";
 
 export function tlsClientAuth(certificateFile: string | undefined): ClientAuth {
   return {

@@ -6,17 +6,18 @@
  * Signing is one node:crypto call over a header encoded once per key: ~20–25 µs of CPU per ES256
  * proof here against ~45–80 µs for jose 6 (which signs through WebCrypto), and synchronous, so
  * the header injector and the 401 replay can sign without awaiting; test/dpop/proof-cost.test.ts
- * measures both. Key checks are private-key-jwt's plus DPoP's own (key-problem.ts); the signing
- * options are private-key-jwt's (client-auth/jws.ts).
+ * measures both. Key checks are private-key-jwt's plus DPoP's own (base/dpop-key-check.ts); the
+ * signing options are private-key-jwt's (client-auth/jws.ts).
  */
 import { createHash, createPublicKey, generateKeyPair, type KeyObject } from "node:crypto";
 import { promisify } from "node:util";
-import type { AssertionAlgorithm } from "../../config/types.js";
+import type { Clock } from "../../base/clock.js";
+import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "../../base/dpop-key-check.js";
+import { describeKey, parsePrivateKeyPem } from "../../base/private-key.js";
+import type { AssertionAlgorithm } from "../../config/proxy-config.js";
 import { BearerProxyError } from "../../errors.js";
-import { base64url, describeKey, jwsSigner, parsePrivateKeyPem } from "../client-auth/jws.js";
-import type { Clock } from "../clock.js";
+import { base64url, jwsSigner } from "../client-auth/jws.js";
 import { createCredentialReader } from "../secret-reader.js";
-import { DPOP_KEYS_SUPPORTED, dpopSigningAlgorithm } from "./key-problem.js";
 
 /** The JWS algorithms a DPoP key signs with; the same four as private-key-jwt. */
 export type DpopAlgorithm = AssertionAlgorithm;
@@ -61,7 +62,7 @@ export interface DpopKey {
 }
 
 export interface DpopKeyOptions {
-  /** Timers of the key file poll (token/clock.ts); default the system clock. */
+  /** Timers of the key file poll (base/clock.ts); default the system clock. */
   clock?: Clock | undefined;
   /** How often the key file is stat()ed; 0 disables polling (check() still works). Default 5 s. */
   pollIntervalMs?: number | undefined;

@@ -8,9 +8,10 @@
  * asked for the request again with it (once). Towards the resource server the token goes as
  * `authorization(token)`: `DPoP <token>`.
  */
+
+import { isBearerTokenSyntax } from "../../base/bearer-token.js";
+import type { Clock } from "../../base/clock.js";
 import type { BearerProxyError } from "../../errors.js";
-import type { Clock } from "../clock.js";
-import { isBearerTokenSyntax } from "../token-response.js";
 import { type DpopAlgorithm, type DpopKey, type DpopKeySpec, loadDpopKey } from "./dpop-key.js";
 import {
   createNonceStore,

@@ -4,9 +4,10 @@
  * the source's life and closed with it. A key that cannot be loaded fails that fetch with
  * BP_ERR_DPOP_KEY naming `dpop.keyFile`, and the next fetch tries again (the file may be fixed).
  */
-import type { DpopSpec } from "../../config/types.js";
+
+import type { Clock } from "../../base/clock.js";
+import type { DpopSpec } from "../../config/proxy-config.js";
 import { BearerProxyError, errorMessage } from "../../errors.js";
-import type { Clock } from "../clock.js";
 import type { Dpop } from "./index.js";
 
 export interface LazyDpopOptions {

@@ -11,7 +11,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { JWK } from "jose";
 import { afterAll, afterEach, beforeAll, vi } from "vitest";
-import type { KubernetesCallersConfig } from "../../../src/callers/types.js";
+import type { KubernetesCallersConfig } from "../../../src/callers/caller-types.js";
 import { generateCertificates } from "../../helpers/tls.js";
 import { AUDIENCE, ISSUER, tempDir } from "../helpers.js";
 

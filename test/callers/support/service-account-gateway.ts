@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect } from "vitest";
 import { JWKS_RETRY_AFTER_FAILURE_MS } from "../../../src/callers/jwks-timing.js";
-import type { Emulator } from "../../../src/emulator/types.js";
+import type { Emulator } from "../../../src/emulator/emulator-types.js";
 import { type AppUnderTest, startAppUnderTest } from "../../helpers/app-under-test.js";
 import {
   adminPages,

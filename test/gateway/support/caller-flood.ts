@@ -11,7 +11,7 @@ import { Agent, request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import bcrypt from "bcryptjs";
-import type { Emulator } from "../../../src/emulator/types.js";
+import type { Emulator } from "../../../src/emulator/emulator-types.js";
 import { adminText, emulatorUpstream, errorCode, httpGet } from "../../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../../helpers/emulator.js";
 import { type ProxyProcess, startProxyProcess } from "../../helpers/proxy-process.js";

@@ -1,5 +1,9 @@
 import { Agent } from "undici";
-import type { Emulator, EmulatorClient, TokenFaultHandler } from "../../../src/emulator/types.js";
+import type {
+  Emulator,
+  EmulatorClient,
+  TokenFaultHandler,
+} from "../../../src/emulator/emulator-types.js";
 import { type AppUnderTest, startAppUnderTest } from "../../helpers/app-under-test.js";
 import { startTlsEmulator } from "../../helpers/emulator.js";
 import type { TestPki } from "../../helpers/tls.js";

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { TokenFaultHandler } from "../../../src/emulator/types.js";
+import type { TokenFaultHandler } from "../../../src/emulator/emulator-types.js";
 
 /**
  * Broken token endpoints, as fault handlers for the emulator (or the tap), and the tables of

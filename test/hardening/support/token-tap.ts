@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer, type Server } from "node:https";
 import type { Socket } from "node:net";
 import { Agent, request } from "undici";
-import type { TokenFaultHandler } from "../../../src/emulator/types.js";
+import type { TokenFaultHandler } from "../../../src/emulator/emulator-types.js";
 import type { ServerCertificate } from "../../helpers/tls.js";
 
 /**

@@ -1,7 +1,7 @@
 import { readdirSync } from "node:fs";
 import type { IncomingHttpHeaders } from "node:http";
 import { type Dispatcher, request } from "undici";
-import type { TokenFaultHandler } from "../../../src/emulator/types.js";
+import type { TokenFaultHandler } from "../../../src/emulator/emulator-types.js";
 import { sleep } from "../../helpers/wait.js";
 
 /**

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
 import { startEmulator } from "../../../src/emulator/emulator.js";
-import type { Emulator } from "../../../src/emulator/types.js";
+import type { Emulator } from "../../../src/emulator/emulator-types.js";
 import { type FakeUpstream, startFakeUpstream } from "../../helpers/fake-upstreams.js";
 import { type ProxyProcess, startProxyProcess } from "../../helpers/proxy-process.js";
 import { createTestPki } from "../../helpers/tls.js";

@@ -1,4 +1,4 @@
-import type { Emulator } from "../../../src/emulator/types.js";
+import type { Emulator } from "../../../src/emulator/emulator-types.js";
 import { type AppUnderTest, startAppUnderTest } from "../../helpers/app-under-test.js";
 import { htpasswdFile } from "../../helpers/callers-fixture.js";
 import { upstreamEntry } from "./gateway.js";

@@ -1,5 +1,5 @@
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
-import type { Emulator } from "../../../src/emulator/types.js";
+import type { Emulator } from "../../../src/emulator/emulator-types.js";
 
 /**
  * What the end-to-end pacing tests (test/gateway/pacing-*.test.ts) share: an upstream entry

@@ -7,8 +7,8 @@
  * a refused one, a failed wait, or one that comes after the exchange ended does not.
  */
 import { describe, expect, it } from "vitest";
+import type { Admission } from "../../../src/pacing/limiter.js";
 import { PacingLayer } from "../../../src/proxy/exchange/pacing-layer.js";
-import type { Admission } from "../../../src/proxy/pacing/limiter.js";
 import { makeUpstreamConfig } from "../../helpers/upstream-config.js";
 import {
   deferred,

@@ -13,7 +13,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { type Duplex, PassThrough } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
-import type { LimitsConfig, UpstreamConfig } from "../../../src/config/types.js";
+import type { LimitsConfig, UpstreamConfig } from "../../../src/config/proxy-config.js";
 import type { RawHeaders } from "../../../src/net/raw-headers.js";
 import { Exchange } from "../../../src/proxy/exchange/exchange.js";
 import {

@@ -10,11 +10,11 @@
  */
 import { Readable } from "node:stream";
 import { describe, expect, it, vi } from "vitest";
-import type { UpstreamConfig } from "../../../src/config/types.js";
+import type { UpstreamConfig } from "../../../src/config/proxy-config.js";
+import type { UpstreamPacing } from "../../../src/pacing/upstream-pacing.js";
 import type { AttemptSpans, ResendTurns } from "../../../src/proxy/exchange/exchange.js";
 import { HELD_LIMIT_BYTES } from "../../../src/proxy/exchange/held-response.js";
 import { RetryLayer } from "../../../src/proxy/exchange/retry-layer.js";
-import type { UpstreamPacing } from "../../../src/proxy/pacing/upstream-pacing.js";
 import { makeUpstreamConfig } from "../../helpers/upstream-config.js";
 import { waitFor } from "../../helpers/wait.js";
 import {

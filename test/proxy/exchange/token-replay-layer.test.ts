@@ -10,12 +10,12 @@
  */
 import { Readable } from "node:stream";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { UpstreamConfig } from "../../../src/config/types.js";
+import type { UpstreamConfig } from "../../../src/config/proxy-config.js";
 import type { ResendTurns } from "../../../src/proxy/exchange/exchange.js";
 import { HELD_LIMIT_BYTES } from "../../../src/proxy/exchange/held-response.js";
 import { TokenReplayLayer } from "../../../src/proxy/exchange/token-replay-layer.js";
 import { createDpop, type Dpop } from "../../../src/token/dpop/index.js";
-import type { AccessToken, TokenProvider } from "../../../src/token/types.js";
+import type { AccessToken, TokenProvider } from "../../../src/token/token-provider.js";
 import { makeUpstreamConfig } from "../../helpers/upstream-config.js";
 import { createStubTokens, type StubTokens, tokenUnavailable } from "../stub-tokens.js";
 import {

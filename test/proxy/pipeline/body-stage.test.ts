@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from "node:net";
 import { Readable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
-import type { LimitsConfig } from "../../../src/config/types.js";
+import type { LimitsConfig } from "../../../src/config/proxy-config.js";
 import { BodyStage } from "../../../src/proxy/pipeline/body-stage.js";
 import { ProxiedRequest } from "../../../src/proxy/proxied-request.js";
 import { planBody } from "../../../src/proxy/request-body.js";

@@ -9,7 +9,7 @@
  */
 import { PassThrough, Readable } from "node:stream";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { UpstreamConfig } from "../../../src/config/types.js";
+import type { UpstreamConfig } from "../../../src/config/proxy-config.js";
 import type { SwitchingProtocols } from "../../../src/proxy/exchange/response-relay.js";
 import { ExchangeStage } from "../../../src/proxy/pipeline/exchange-stage.js";
 import type { ProxiedRequest } from "../../../src/proxy/proxied-request.js";

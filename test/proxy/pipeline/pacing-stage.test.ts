@@ -8,9 +8,9 @@
  * hanging up ends the wait.
  */
 import { describe, expect, it } from "vitest";
-import type { UpstreamConfig } from "../../../src/config/types.js";
-import type { Admission } from "../../../src/proxy/pacing/limiter.js";
-import { createWaitingRoom } from "../../../src/proxy/pacing/waiting-room.js";
+import { createWaitingRoom } from "../../../src/base/waiting-room.js";
+import type { UpstreamConfig } from "../../../src/config/proxy-config.js";
+import type { Admission } from "../../../src/pacing/limiter.js";
 import { PacingStage } from "../../../src/proxy/pipeline/pacing-stage.js";
 import { makeProxyConfig, makeUpstreamConfig } from "../../helpers/upstream-config.js";
 import { createStubTokens } from "../stub-tokens.js";

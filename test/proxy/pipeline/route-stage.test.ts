@@ -8,7 +8,7 @@
  * read when its declared length is over the upstream's (or the global) limit.
  */
 import { describe, expect, it } from "vitest";
-import type { UpstreamConfig } from "../../../src/config/types.js";
+import type { UpstreamConfig } from "../../../src/config/proxy-config.js";
 import { type RouteCheck, RouteStage } from "../../../src/proxy/pipeline/route-stage.js";
 import type { AcceptedTarget } from "../../../src/proxy/request-guards.js";
 import { RouteTable } from "../../../src/proxy/routing/route-table.js";

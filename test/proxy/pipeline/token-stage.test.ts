@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { TokenStage } from "../../../src/proxy/pipeline/token-stage.js";
-import type { AccessToken, TokenProvider } from "../../../src/token/types.js";
+import type { AccessToken, TokenProvider } from "../../../src/token/token-provider.js";
 import { makeUpstreamConfig } from "../../helpers/upstream-config.js";
 import { createStubTokens, tokenRejected, tokenUnavailable } from "../stub-tokens.js";
 import {

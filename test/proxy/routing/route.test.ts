@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { buildRoutes, Route, type RouteSources } from "../../../src/proxy/routing/route.js";
-import type { TokenProvider } from "../../../src/token/types.js";
+import type { TokenProvider } from "../../../src/token/token-provider.js";
 import { makeUpstreamConfig } from "../../helpers/upstream-config.js";
 import { createStubTokens } from "../stub-tokens.js";
 import { makePacing, ScriptedDispatcher, testToken } from "../support/pipeline-fakes.js";

@@ -12,7 +12,7 @@ import { connect, type Socket } from "node:net";
 import { Duplex, type Readable } from "node:stream";
 import { Dispatcher } from "undici";
 import { vi } from "vitest";
-import type { UpstreamConfig } from "../../../src/config/types.js";
+import type { UpstreamConfig } from "../../../src/config/proxy-config.js";
 import type { ProxyErrorCode } from "../../../src/errors.js";
 import { createLogger, type Logger } from "../../../src/observability/logger.js";
 import { createMetrics } from "../../../src/observability/metrics.js";
@@ -23,14 +23,11 @@ import type {
   TracedRequest,
   Tracing,
 } from "../../../src/observability/tracing.js";
+import type { Admission, Pacer, PacerState } from "../../../src/pacing/limiter.js";
+import type { PauseReason } from "../../../src/pacing/pause.js";
+import { createUpstreamPacing, type UpstreamPacing } from "../../../src/pacing/upstream-pacing.js";
 import { Exchange, type ExchangeLayers } from "../../../src/proxy/exchange/exchange.js";
 import type { AttemptHandler } from "../../../src/proxy/exchange/layer.js";
-import type { Admission, Pacer, PacerState } from "../../../src/proxy/pacing/limiter.js";
-import type { PauseReason } from "../../../src/proxy/pacing/pause.js";
-import {
-  createUpstreamPacing,
-  type UpstreamPacing,
-} from "../../../src/proxy/pacing/upstream-pacing.js";
 import type { Flow } from "../../../src/proxy/pipeline/pipeline.js";
 import {
   type FailExtra,
@@ -40,7 +37,7 @@ import {
 } from "../../../src/proxy/proxied-request.js";
 import type { RequestRecord, RequestRecorder } from "../../../src/proxy/request-log.js";
 import { Route, type RouteSources } from "../../../src/proxy/routing/route.js";
-import type { AccessToken, TokenProvider } from "../../../src/token/types.js";
+import type { AccessToken, TokenProvider } from "../../../src/token/token-provider.js";
 import { parseResponses, type RawResponse } from "../../helpers/raw-http.js";
 import { createStubTokens } from "../stub-tokens.js";
 

@@ -5,7 +5,7 @@
  */
 import { rename, writeFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
-import type { AssertionAlgorithm } from "../../../src/config/types.js";
+import type { AssertionAlgorithm } from "../../../src/config/proxy-config.js";
 import { certificateFor, type KeyKind, makeKeyPair, useVerifyingWorld } from "./support.js";
 import { thumbprintOf } from "./verifying-endpoint.js";
 
