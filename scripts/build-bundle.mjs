@@ -22,7 +22,7 @@
  * run and the logger falls back to JSON lines.
  */
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
-import { join, relative } from "node:path";
+import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { rolldown } from "rolldown";
@@ -44,6 +44,9 @@ export const LAZY_ENTRIES = {
     specifier: "@fastify/ajv-compiler",
     from: ["dist/admin/lazy-schema-compilers.js", "node_modules/fastify/lib/schema-controller.js"],
   },
+  // The in-process pretty printer of a single executable (observability/logger.ts); the same
+  // file as pino's worker transport target.
+  "pino-pretty": { specifier: "pino-pretty", from: ["dist/observability/logger.js"] },
   "lazy-serializer-compiler": {
     specifier: "@fastify/fast-json-stringify-compiler",
     from: ["dist/admin/lazy-schema-compilers.js", "node_modules/fastify/lib/schema-controller.js"],
@@ -51,12 +54,12 @@ export const LAZY_ENTRIES = {
 };
 
 /**
- * pino runs `log.format: pretty` in a worker thread from files it finds by path; bundlers tell
- * it where they put them (pino's documented `globalThis.__bundlerPathsOverrides`).
+ * pino runs `log.format: pretty` in a worker thread from files it finds by path (thread-stream's
+ * worker, which imports the target, pino-pretty.cjs of LAZY_ENTRIES); bundlers tell it where
+ * they put them (pino's documented `globalThis.__bundlerPathsOverrides`, PINO_PATHS_BANNER).
  */
 const WORKER_ENTRIES = {
   "thread-stream-worker": "thread-stream/lib/worker.js",
-  "pino-pretty": "pino-pretty",
 };
 
 /** Not bundled: loaded from node_modules at run time, with a fallback where missing. */
@@ -270,7 +273,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     options: { out: { type: "string" }, "single-file": { type: "boolean", default: false } },
   });
   const files = await buildBundle({
-    outDir: values.out ? join(process.cwd(), values.out) : undefined,
+    outDir: values.out ? resolve(values.out) : undefined,
     singleFile: values["single-file"],
   });
   process.stderr.write(`build-bundle: ${files.length} file(s) in ${values.out ?? "dist/bundle"}\n`);
