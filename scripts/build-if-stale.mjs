@@ -21,11 +21,12 @@ const INPUTS = [
   "tsconfig.json",
   "tsconfig.build.json",
   "scripts/build-config-schema.mjs",
+  "scripts/build-bundle.mjs",
   "package.json",
   "package-lock.json",
 ];
 /** What `bearer-proxy` needs from a build; missing means build. */
-const OUTPUTS = ["dist/cli.js", "dist/config/config-schema.generated.js"];
+const OUTPUTS = ["dist/cli.js", "dist/config/config-schema.generated.js", "dist/bundle/cli.cjs"];
 
 /** The newest modification time (ms) of a file, or of a folder and everything in it. */
 function newestMtimeMs(path) {

@@ -3,6 +3,8 @@
  * logs raw secrets or tokens on purpose, and these paths catch the ones that slip in via headers
  * or error objects.
  */
+import { createRequire } from "node:module";
+import { isSea } from "node:sea";
 import { type DestinationStream, type Logger, pino } from "pino";
 
 export const REDACT_PATHS = [
@@ -42,15 +44,17 @@ export function createLogger(options: LoggerOptions): Logger {
     formatters: { level: (label: string) => ({ level: label }) },
   };
   if (options.format === "pretty" && !options.destination) {
-    return pino({
-      ...base,
-      transport: {
-        target: "pino-pretty",
-        options: { colorize: true, translateTime: "SYS:HH:MM:ss.l" },
-      },
-    });
+    const pretty = { colorize: true, translateTime: "SYS:HH:MM:ss.l" };
+    // A single executable has no files for pino's worker thread to run: pretty-print in-process.
+    if (isSea()) return pino(base, loadPinoPretty()(pretty));
+    return pino({ ...base, transport: { target: "pino-pretty", options: pretty } });
   }
   return options.destination ? pino(base, options.destination) : pino(base);
+}
+
+/** pino-pretty's stream factory, loaded only for the pretty format. */
+function loadPinoPretty(): (options: object) => DestinationStream {
+  return createRequire(import.meta.url)("pino-pretty") as (options: object) => DestinationStream;
 }
 
 export type { Logger };

@@ -1,6 +1,7 @@
 /**
- * Runs the built CLI (`node dist/cli.js run`) as a real child process with a YAML config, the way
- * an operator would, and learns its ports from its startup log line. `npm test` builds dist first.
+ * Runs the built CLI (`node dist/cli.js run`, or another build of it such as the bundle) as a real
+ * child process with a YAML config, the way an operator would, and learns its ports from its
+ * startup log line. `npm test` builds dist first.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -43,12 +44,13 @@ export async function startProxyProcesses(
 export async function startProxyProcess(
   configYaml: string,
   env: NodeJS.ProcessEnv = {},
+  { cli = CLI }: { cli?: string } = {},
 ): Promise<ProxyProcess> {
-  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build first`);
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: run npm run build first`);
   const dir = mkdtempSync(join(tmpdir(), "bp-proc-"));
   const configFile = join(dir, "config.yaml");
   writeFileSync(configFile, configYaml);
-  const child = spawn(process.execPath, [CLI, "run", "--config", configFile], {
+  const child = spawn(process.execPath, [cli, "run", "--config", configFile], {
     env: { PATH: process.env.PATH, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

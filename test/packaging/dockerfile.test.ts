@@ -7,41 +7,17 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { args, DOCKERFILE, parseDockerfile } from "./dockerfile-parse.js";
 import { REPO_ROOT } from "./schema-tools.js";
 
-interface Instruction {
-  keyword: string;
-  args: string;
-}
-
-/** Instructions per stage, continuation lines joined and comments dropped. */
-function parseDockerfile(text: string): Instruction[][] {
-  const stages: Instruction[][] = [];
-  const logical = text
-    .replace(/\\\n/g, " ")
-    .split("\n")
-    .map((l) => l.trim())
-    .filter((l) => l !== "" && !l.startsWith("#"));
-  for (const line of logical) {
-    const [keyword = "", ...rest] = line.split(/\s+/);
-    const instruction = { keyword: keyword.toUpperCase(), args: rest.join(" ") };
-    if (instruction.keyword === "FROM") stages.push([]);
-    stages[stages.length - 1]?.push(instruction);
-  }
-  return stages;
-}
-
-const dockerfile = readFileSync(join(REPO_ROOT, "Dockerfile"), "utf8");
+const dockerfile = DOCKERFILE;
 const [build = [], runtime = [], ...extra] = parseDockerfile(dockerfile);
 const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
   version: string;
   license: string;
   bin: Record<string, string>;
+  scripts: Record<string, string>;
 };
-
-function args(stage: Instruction[], keyword: string): string[] {
-  return stage.filter((i) => i.keyword === keyword).map((i) => i.args);
-}
 
 describe("Dockerfile", () => {
   it("has a build stage on the full Node image and a distroless runtime of the same major", () => {
@@ -63,12 +39,12 @@ describe("Dockerfile", () => {
     expect(dockerfile).toMatch(/could not be resolved/);
   });
 
-  it("installs from the lockfile, compiles, and prunes dev dependencies", () => {
+  it("installs from the lockfile, then compiles and bundles", () => {
     const runs = args(build, "RUN").join("\n");
     expect(runs).toMatch(/npm ci\b/);
     expect(runs).toMatch(/npm run build\b/);
-    expect(runs).toMatch(/npm prune --omit=dev\b/);
     expect(runs.indexOf("npm ci")).toBeLessThan(runs.indexOf("npm run build"));
+    expect(pkg.scripts.build).toMatch(/node scripts\/build-bundle\.mjs/);
   });
 
   it("runs no command in the runtime stage (it has no shell)", () => {
@@ -76,11 +52,13 @@ describe("Dockerfile", () => {
     expect(args(runtime, "SHELL")).toEqual([]);
   });
 
-  it("copies only the build's output, production dependencies and package.json", () => {
+  it("copies only the bundle and the native bcrypt addon, no node_modules besides", () => {
     const copies = args(runtime, "COPY");
     expect(copies.every((c) => c.startsWith("--from=build "))).toBe(true);
-    const targets = copies.map((c) => c.split(/\s+/).pop());
-    expect(targets.sort()).toEqual(["./dist", "./node_modules", "./package.json"]);
+    expect(copies.map((c) => c.replace(/^--from=build\s+/, "")).sort()).toEqual([
+      "/src/dist/bundle ./bundle",
+      "/src/node_modules/@node-rs ./node_modules/@node-rs",
+    ]);
     expect(args(runtime, "WORKDIR")).toEqual(["/app"]);
   });
 
@@ -102,11 +80,11 @@ describe("Dockerfile", () => {
     expect(run.status).toBe(0);
   });
 
-  it("starts the package's bin with the image's node, `run` by default", () => {
-    expect(pkg.bin["bearer-proxy"]).toBe("dist/cli.js");
+  it("starts the package's bin (the bundle) with the image's node, `run` by default", () => {
+    expect(pkg.bin["bearer-proxy"]).toBe("dist/bundle/cli.cjs");
     expect(JSON.parse(args(runtime, "ENTRYPOINT")[0] ?? "null")).toEqual([
       "/nodejs/bin/node",
-      "/app/dist/cli.js",
+      "/app/bundle/cli.cjs",
     ]);
     expect(JSON.parse(args(runtime, "CMD")[0] ?? "null")).toEqual(["run"]);
   });
@@ -120,7 +98,7 @@ describe("Dockerfile", () => {
     const exec = /CMD (\[.*\])$/.exec(healthcheck)?.[1];
     expect(JSON.parse(exec ?? "null")).toEqual([
       "/nodejs/bin/node",
-      "/app/dist/cli.js",
+      "/app/bundle/cli.cjs",
       "wait",
       "--timeout",
       "2s",
@@ -207,7 +185,14 @@ describe(".dockerignore", () => {
     const sources = args(build, "COPY")
       .filter((c) => !c.startsWith("--from"))
       .flatMap((c) => c.split(/\s+/).slice(0, -1));
-    expect(sources).toEqual(expect.arrayContaining(["package.json", "package-lock.json", "src"]));
+    expect(sources).toEqual(
+      expect.arrayContaining([
+        "package.json",
+        "package-lock.json",
+        "src",
+        "scripts/build-bundle.mjs",
+      ]),
+    );
     for (const source of sources) {
       const probe = source === "src" ? "src/cli.ts" : source;
       expect(isIgnored(probe, patterns), source).toBe(false);

@@ -24,6 +24,10 @@ export interface HostileWorldOptions {
   handler?: (req: IncomingMessage, res: ServerResponse) => void;
   /** Extra environment of the proxy process (e.g. NODE_OPTIONS). */
   env?: NodeJS.ProcessEnv;
+  /** Extra top-level keys of the proxy config (`callers`, `tracing`, …). */
+  config?: Record<string, unknown>;
+  /** The CLI to run instead of dist/cli.js (the bundle, say). */
+  cli?: string;
 }
 
 export interface HostileWorld {
@@ -63,6 +67,7 @@ export async function startHostileWorld(options: HostileWorldOptions = {}): Prom
     log: { level: "info" },
     shutdown: { drainDelay: "0s", timeout: "1s" },
     limits: options.limits ?? {},
+    ...options.config,
     upstreams: [
       {
         name: "api",
@@ -77,7 +82,11 @@ export async function startHostileWorld(options: HostileWorldOptions = {}): Prom
   };
   let proxy: ProxyProcess;
   try {
-    proxy = await startProxyProcess(JSON.stringify(config), options.env);
+    proxy = await startProxyProcess(
+      JSON.stringify(config),
+      options.env,
+      options.cli ? { cli: options.cli } : {},
+    );
   } catch (error) {
     await upstream.close();
     await emulator.close();
