@@ -97,7 +97,7 @@ const H2_STREAMS_PER_CONNECTION = 100;
  * request is in flight on it (client-h2 `busy`), so that a failing session can't take a
  * retryable request down with it. With one multiplexed connection that serialises every POST
  * behind all other traffic. The proxy never retries a non-idempotent request on its own
- * (forward.ts), so the caution buys nothing here: requests are marked idempotent for the
+ * (the exchange, src/proxy/exchange/), so the caution buys nothing here: requests are marked idempotent for the
  * dispatcher's scheduling only. Streamed bodies still wait (undici keeps that check).
  */
 class MultiplexingAgent extends Agent {

@@ -1,7 +1,7 @@
 /**
  * HTTP answers on a connection Node has handed over (the server's `upgrade` event): Node's parser
  * is gone and no ServerResponse exists, so one is made here. Everything that answers a normal
- * request (sendProxyError, the exchange in forward.ts) then works on it unchanged, framing
+ * request (sendProxyError, the exchange in exchange/) then works on it unchanged, framing
  * included; the connection is closed once the answer is written, as there is no parser left to
  * read a next request.
  */

@@ -10,7 +10,7 @@
  *   → retry-layer      resets, refused connections, 502–504 when safe
  *   → sink             the client's answer: response-relay.ts, or an upgrade's 101 hand-off
  *
- * Every attempt gets its credential from exchange/credential.ts (the one writer of
+ * Every attempt gets its credential from proxy/credential.ts (the one writer of
  * Authorization and DPoP), and errors leave through the request's one boundary
  * (`ProxiedRequest.fail`). Redirects are passed through, never followed: following would carry
  * the token elsewhere.
