@@ -121,7 +121,7 @@ export function createHeaderInjector(
   const dropTraceContext = options.dropTraceContext === true;
   const staticNames = new Set<string>();
   const tail: string[] = ["host", upstreamAuthority(upstream), "authorization", ""];
-  // The proof's slot right after Authorization: filled per attempt (exchange/credential.ts).
+  // The proof's slot right after Authorization: filled per attempt (proxy/credential.ts).
   const hasDpop = upstream.token?.dpop !== undefined;
   if (hasDpop) tail.push("dpop", "");
   if (upstream.versionHeader !== undefined) {
