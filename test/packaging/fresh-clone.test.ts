@@ -233,12 +233,15 @@ describe("the README's Install section, as written, in the clone", () => {
     if (prefix) rmSync(prefix, { recursive: true, force: true });
   });
 
-  it("has the clone's commands, the packed tarball's and the image's", () => {
+  it("has the clone's commands, the packed tarball's, the image's and the single executable's", () => {
     const blocks = readmeInstallBlocks();
-    expect(blocks).toHaveLength(3);
+    expect(blocks).toHaveLength(4);
     expect(blocks[0]).toMatch(/^npm ci\b[^\n]*\nnpx bearer-proxy --version\b/);
     expect(blocks[1]).toMatch(/^npm pack\b[^\n]*\nnpm install -g \.\/bearer-proxy-[\d.]+\.tgz\b/);
     expect(blocks[2]).toMatch(/^docker build -t bearer-proxy:[\d.]+ \./);
+    expect(blocks[3]).toMatch(
+      /^npm run build:sea\b[^\n]*\n\.\/dist\/sea\/bearer-proxy --version\b/,
+    );
   });
 
   it("npm ci, then npx bearer-proxy from the clone", async () => {
@@ -259,5 +262,11 @@ describe("the README's Install section, as written, in the clone", () => {
     );
     const version = await run(join(prefix, "bin", "bearer-proxy"), ["--version"]);
     expect(version.stdout.trim()).toBe(`bearer-proxy ${pkg.version}`);
+  }, 300_000);
+
+  it("npm run build:sea, then the single executable answers from the clone", async () => {
+    const { code, output } = await inCloneShell(readmeInstallBlocks()[3]!, {});
+    expect(code, output).toBe(0);
+    expect(output).toContain(`bearer-proxy ${pkg.version}`);
   }, 300_000);
 });
