@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { POLICY_REFUSAL_CODES } from "../../src/errors.js";
 import { createMetrics } from "../../src/observability/metrics.js";
 import { CHART_DIR } from "./schema-tools.js";
 
@@ -114,6 +115,11 @@ describe("PrometheusRule alerts", () => {
   it.each(alerts)("$name uses only exported metrics and labels", ({ expr }) => {
     expect(expr).not.toMatch(/\{\{/);
     expect(checkExpression(expr)).toEqual([]);
+  });
+
+  it("leaves policy refusals (the gateway working) out of the error rate: exactly the proxy's list", () => {
+    const excluded = /code!~"([^"]+)"/.exec(alerts[2]?.expr ?? "")?.[1]?.split("|") ?? [];
+    expect(excluded.sort()).toEqual([...POLICY_REFUSAL_CODES].sort());
   });
 
   it("counts failed token fetches as outcome != success, the label value the proxy uses", () => {
