@@ -12,6 +12,7 @@ import {
   AlwaysOnSampler,
   BasicTracerProvider,
   BatchSpanProcessor,
+  type IdGenerator,
   ParentBasedSampler,
   type ReadableSpan,
   type Sampler,
@@ -183,15 +184,28 @@ class QueueWatchingProcessor implements SpanProcessor {
   }
 }
 
+/** The provider, and the sampler it was given (tracing-sdk.ts asks it before starting a span). */
+export interface TracerProviderParts {
+  provider: BasicTracerProvider;
+  /**
+   * One of the SDK's built-in samplers (buildSampler): they read only the parent and the trace
+   * id, never the name, kind or attributes, and give a span whose parent was not recorded the
+   * same answer as that parent got. tracing-sdk.ts relies on both.
+   */
+  sampler: Sampler;
+}
+
 /**
- * A provider exporting to the collector `settings` name; announces itself (endpoint, protocol,
- * header names — never their values — sampler) on `logger`.
+ * A provider exporting to the collector `settings` name, with span ids from `idGenerator`;
+ * announces itself (endpoint, protocol, header names — never their values — sampler) on
+ * `logger`.
  */
 export async function createTracerProvider(
   settings: TracingSettings,
   logger: Logger,
   serviceVersion: string | undefined,
-): Promise<BasicTracerProvider> {
+  idGenerator?: IdGenerator,
+): Promise<TracerProviderParts> {
   const { batch } = settings;
   const exporter = new ReportingExporter(await buildExporter(settings), logger, batch.maxQueueSize);
   const resource = defaultResource().merge(
@@ -207,9 +221,11 @@ export async function createTracerProvider(
     maxQueueSize: batch.maxQueueSize,
     maxExportBatchSize: batch.maxExportBatchSize,
   });
+  const sampler = buildSampler(settings);
   const provider = new BasicTracerProvider({
     resource,
-    sampler: buildSampler(settings),
+    sampler,
+    ...(idGenerator !== undefined ? { idGenerator } : {}),
     spanProcessors: [new QueueWatchingProcessor(batchProcessor, exporter, batch.maxQueueSize)],
   });
   logger.info(
@@ -224,5 +240,5 @@ export async function createTracerProvider(
     },
     "tracing on: exporting spans over OTLP",
   );
-  return provider;
+  return { provider, sampler };
 }

@@ -16,16 +16,23 @@ import {
   type Attributes,
   type Context,
   defaultTextMapGetter,
-  defaultTextMapSetter,
   ROOT_CONTEXT,
   type Span,
   SpanKind,
   SpanStatusCode,
+  TraceFlags,
   type Tracer,
+  type TraceState,
   trace,
 } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import type { BasicTracerProvider } from "@opentelemetry/sdk-trace-base";
+import {
+  type BasicTracerProvider,
+  type IdGenerator,
+  RandomIdGenerator,
+  type Sampler,
+  SamplingDecision,
+} from "@opentelemetry/sdk-trace-base";
 import {
   ATTR_ERROR_TYPE,
   ATTR_HTTP_REQUEST_METHOD,
@@ -76,9 +83,53 @@ const MAX_CACHED_ORIGINS = 1024;
 
 const propagator = new W3CTraceContextPropagator();
 
-interface Carrier {
-  traceparent?: string;
-  tracestate?: string;
+/** What the sampler is shown of a request before it decides: nothing (see TracerProviderParts). */
+const NO_ATTRIBUTES: Attributes = Object.freeze({});
+const NO_LINKS: [] = [];
+
+/**
+ * W3C `traceparent` (version 00) of a span. The SDK's spans carry only the sampled bit, so the
+ * flags are `01` or `00`; what the W3C propagator's inject writes, without its carrier and
+ * context.
+ */
+function traceparentOf(traceId: string, spanId: string, traceFlags: number): string {
+  return `00-${traceId}-${spanId}-${(traceFlags & TraceFlags.SAMPLED) === 0 ? "00" : "01"}`;
+}
+
+/**
+ * The SDK's random ids, except for the one span whose ids SdkTracing drew already to ask the
+ * sampler: `hand()` makes the next `generateSpanId()` (and, for a root, `generateTraceId()`)
+ * return them, so the SDK starts the span under the ids the sampler was asked about.
+ */
+class HandedIds implements IdGenerator {
+  private readonly random = new RandomIdGenerator();
+  private handedTraceId: string | undefined;
+  private handedSpanId: string | undefined;
+
+  hand(traceId: string, spanId: string): void {
+    this.handedTraceId = traceId;
+    this.handedSpanId = spanId;
+  }
+
+  /** Forgets what was handed and not taken (a child takes no trace id). */
+  clear(): void {
+    this.handedTraceId = undefined;
+    this.handedSpanId = undefined;
+  }
+
+  generateTraceId = (): string => {
+    const id = this.handedTraceId;
+    if (id === undefined) return this.random.generateTraceId();
+    this.handedTraceId = undefined;
+    return id;
+  };
+
+  generateSpanId = (): string => {
+    const id = this.handedSpanId;
+    if (id === undefined) return this.random.generateSpanId();
+    this.handedSpanId = undefined;
+    return id;
+  };
 }
 
 interface OriginFacts {
@@ -133,24 +184,15 @@ class SdkTokenSpan implements TokenSpan {
 }
 
 class SdkClientSpan implements ClientSpan {
-  private carrier: Carrier | undefined;
-
   constructor(private readonly span: Span) {}
 
-  private injected(): Carrier {
-    if (this.carrier === undefined) {
-      this.carrier = {};
-      propagator.inject(trace.setSpan(ROOT_CONTEXT, this.span), this.carrier, defaultTextMapSetter);
-    }
-    return this.carrier;
-  }
-
   traceparent(): string | undefined {
-    return this.injected().traceparent;
+    const { traceId, spanId, traceFlags } = this.span.spanContext();
+    return traceparentOf(traceId, spanId, traceFlags);
   }
 
   tracestate(): string | undefined {
-    return this.injected().tracestate;
+    return this.span.spanContext().traceState?.serialize();
   }
 
   end(status?: number, errorCode?: string, protocolVersion?: string): void {
@@ -207,13 +249,7 @@ class SdkServerSpan implements ServerSpan {
   }
 
   startTokenSpan(upstream: string): TokenSpan {
-    const parent = this.childContext();
-    const span = this.tracing.tracer.startSpan(
-      "token wait",
-      { kind: SpanKind.INTERNAL, attributes: { [ATTR_BEARER_PROXY_UPSTREAM]: upstream } },
-      parent,
-    );
-    return new SdkTokenSpan(span, parent);
+    return this.tracing.startTokenWait(this.childContext(), upstream);
   }
 
   end(status: number, errorCode?: string): void {
@@ -228,6 +264,69 @@ class SdkServerSpan implements ServerSpan {
   }
 }
 
+/**
+ * A request the sampler left out (`NOT_RECORD`): nothing is recorded or exported, so no SDK
+ * span, context or attribute is made for it. It keeps its ids — the access line names the
+ * trace — and each upstream attempt gets a span id of its own, sent with flags 00 so the
+ * upstream's spans still join the trace (what the SDK's non-recording spans did, minus their
+ * objects). Its attempts record nothing either: a child of an unrecorded span is not recorded
+ * by any sampler we build (TracerProviderParts). So it is its own ClientSpan: an attempt is
+ * only the `traceparent` that `startClientSpan` draws.
+ */
+class UnrecordedServerSpan implements ServerSpan, ClientSpan {
+  private attemptTraceparent: string | undefined;
+  private context: Context | undefined;
+
+  constructor(
+    private readonly tracing: SdkTracing,
+    readonly traceId: string,
+    readonly spanId: string,
+    private readonly traceState: TraceState | undefined,
+    private readonly parent: Context,
+  ) {}
+
+  /** For the token spans (rare: a request that waits for a token), as the SDK would parent them. */
+  childContext(): Context {
+    this.context ??= trace.setSpan(
+      this.parent,
+      trace.wrapSpanContext({
+        traceId: this.traceId,
+        spanId: this.spanId,
+        traceFlags: TraceFlags.NONE,
+        traceState: this.traceState,
+      }),
+    );
+    return this.context;
+  }
+
+  setUpstream(): void {}
+
+  setPath(): void {}
+
+  startClientSpan(): ClientSpan {
+    this.attemptTraceparent = traceparentOf(
+      this.traceId,
+      this.tracing.ids.generateSpanId(),
+      TraceFlags.NONE,
+    );
+    return this;
+  }
+
+  traceparent(): string | undefined {
+    return this.attemptTraceparent;
+  }
+
+  tracestate(): string | undefined {
+    return this.traceState?.serialize();
+  }
+
+  startTokenSpan(upstream: string): TokenSpan {
+    return this.tracing.startTokenWait(this.childContext(), upstream);
+  }
+
+  end(): void {}
+}
+
 class SdkTracing implements Tracing {
   readonly enabled = true;
   private readonly origins = new Map<string, OriginFacts | null>();
@@ -235,16 +334,62 @@ class SdkTracing implements Tracing {
   constructor(
     readonly tracer: Tracer,
     private readonly provider: BasicTracerProvider,
+    private readonly sampler: Sampler,
+    readonly ids: HandedIds,
     private readonly log: Logger,
   ) {}
 
+  /**
+   * The sampler is asked first, with ids drawn here: a request it leaves out costs its ids and
+   * nothing else (UnrecordedServerSpan). A recorded one is started by the SDK under the same
+   * ids, which asks the sampler again and gets the same answer (it reads only parent and trace
+   * id).
+   */
   startServerSpan(req: TracedRequest): ServerSpan {
-    const parent = propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
+    // No traceparent, nothing to continue: the W3C propagator would return the root as is.
+    const parent =
+      req.headers.traceparent === undefined
+        ? ROOT_CONTEXT
+        : propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
+    const parentSpan = trace.getSpanContext(parent);
+    const continued = parentSpan !== undefined && trace.isSpanContextValid(parentSpan);
+    const traceId = continued ? parentSpan.traceId : this.ids.generateTraceId();
+    const spanId = this.ids.generateSpanId();
+    const method = req.method ?? "GET";
+    const { decision, traceState } = this.sampler.shouldSample(
+      parent,
+      traceId,
+      method,
+      SpanKind.SERVER,
+      NO_ATTRIBUTES,
+      NO_LINKS,
+    );
+    if (decision === SamplingDecision.NOT_RECORD) {
+      return new UnrecordedServerSpan(
+        this,
+        traceId,
+        spanId,
+        traceState ?? (continued ? parentSpan.traceState : undefined),
+        parent,
+      );
+    }
     const attributes: Attributes = { [ATTR_URL_SCHEME]: "http" };
-    const name = methodAttributes(attributes, req.method ?? "GET");
+    const name = methodAttributes(attributes, method);
     if (req.httpVersion !== undefined) attributes[ATTR_NETWORK_PROTOCOL_VERSION] = req.httpVersion;
+    this.ids.hand(traceId, spanId);
     const span = this.tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+    this.ids.clear();
     return new SdkServerSpan(this, span, parent);
+  }
+
+  /** The span of a request's wait for a token, child of `parent` (the request's span). */
+  startTokenWait(parent: Context, upstream: string): TokenSpan {
+    const span = this.tracer.startSpan(
+      "token wait",
+      { kind: SpanKind.INTERNAL, attributes: { [ATTR_BEARER_PROXY_UPSTREAM]: upstream } },
+      parent,
+    );
+    return new SdkTokenSpan(span, parent);
   }
 
   startClientSpan(
@@ -277,7 +422,9 @@ class SdkTracing implements Tracing {
   startTokenFetchSpan(upstream: string, options: TokenFetchOptions = {}): TokenSpan {
     const { parent: cause } = options;
     const parent =
-      cause instanceof SdkTokenSpan || cause instanceof SdkServerSpan
+      cause instanceof SdkTokenSpan ||
+      cause instanceof SdkServerSpan ||
+      cause instanceof UnrecordedServerSpan
         ? cause.childContext()
         : ROOT_CONTEXT;
     const attributes: Attributes = { [ATTR_BEARER_PROXY_UPSTREAM]: upstream };
@@ -335,6 +482,18 @@ class SdkTracing implements Tracing {
 export async function createSdkTracing(options: SdkTracingOptions): Promise<Tracing> {
   const { logger } = options;
   const settings = readTracingSettings(options.env, (message) => logger.warn(message));
-  const provider = await createTracerProvider(settings, logger, options.serviceVersion);
-  return new SdkTracing(provider.getTracer(SCOPE_NAME, options.serviceVersion), provider, logger);
+  const ids = new HandedIds();
+  const { provider, sampler } = await createTracerProvider(
+    settings,
+    logger,
+    options.serviceVersion,
+    ids,
+  );
+  return new SdkTracing(
+    provider.getTracer(SCOPE_NAME, options.serviceVersion),
+    provider,
+    sampler,
+    ids,
+    logger,
+  );
 }
