@@ -6,13 +6,12 @@
  */
 import { type Context, TraceFlags } from "@opentelemetry/api";
 import { type ExportResult, ExportResultCode } from "@opentelemetry/core";
-import { defaultResource, resourceFromAttributes } from "@opentelemetry/resources";
+import { defaultResource, type Resource, resourceFromAttributes } from "@opentelemetry/resources";
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   BasicTracerProvider,
   BatchSpanProcessor,
-  type IdGenerator,
   ParentBasedSampler,
   type ReadableSpan,
   type Sampler,
@@ -184,27 +183,33 @@ class QueueWatchingProcessor implements SpanProcessor {
   }
 }
 
-/** The provider, and the sampler it was given (tracing-sdk.ts asks it before starting a span). */
+/**
+ * The provider, and what tracing-sdk.ts needs to make the request spans itself
+ * (tracing-span.ts): the sampler it asks first, the resource, and the processor every span
+ * ends in.
+ */
 export interface TracerProviderParts {
   provider: BasicTracerProvider;
+  resource: Resource;
+  /** The provider's only processor (batching and export, drops counted). */
+  processor: SpanProcessor;
   /**
    * One of the SDK's built-in samplers (buildSampler): they read only the parent and the trace
-   * id, never the name, kind or attributes, and give a span whose parent was not recorded the
-   * same answer as that parent got. tracing-sdk.ts relies on both.
+   * id, never the name, kind or attributes, and give a child the answer its parent got (not
+   * recorded under a parent that was not; sampled under a sampled one). tracing-sdk.ts relies
+   * on both.
    */
   sampler: Sampler;
 }
 
 /**
- * A provider exporting to the collector `settings` name, with span ids from `idGenerator`;
- * announces itself (endpoint, protocol, header names — never their values — sampler) on
- * `logger`.
+ * A provider exporting to the collector `settings` name; announces itself (endpoint, protocol,
+ * header names — never their values — sampler) on `logger`.
  */
 export async function createTracerProvider(
   settings: TracingSettings,
   logger: Logger,
   serviceVersion: string | undefined,
-  idGenerator?: IdGenerator,
 ): Promise<TracerProviderParts> {
   const { batch } = settings;
   const exporter = new ReportingExporter(await buildExporter(settings), logger, batch.maxQueueSize);
@@ -222,11 +227,11 @@ export async function createTracerProvider(
     maxExportBatchSize: batch.maxExportBatchSize,
   });
   const sampler = buildSampler(settings);
+  const processor = new QueueWatchingProcessor(batchProcessor, exporter, batch.maxQueueSize);
   const provider = new BasicTracerProvider({
     resource,
     sampler,
-    ...(idGenerator !== undefined ? { idGenerator } : {}),
-    spanProcessors: [new QueueWatchingProcessor(batchProcessor, exporter, batch.maxQueueSize)],
+    spanProcessors: [processor],
   });
   logger.info(
     {
@@ -240,5 +245,5 @@ export async function createTracerProvider(
     },
     "tracing on: exporting spans over OTLP",
   );
-  return { provider, sampler };
+  return { provider, sampler, resource, processor };
 }

@@ -3,10 +3,15 @@
  * tracing-provider.ts, the only files that import OpenTelemetry): the spans of a request's
  * walk, on a provider configured from the env object the app was given.
  *
+ * A request's sampling is decided first (its ids drawn, the provider's sampler asked): one left
+ * out costs its ids and nothing else (UnrecordedServerSpan); one recorded gets its SERVER and
+ * CLIENT spans from tracing-span.ts, which end in the provider's processor like the SDK's own.
+ * Only the token spans (rare) are started by the SDK's tracer.
+ *
  * Nothing global is registered: no tracer provider, no AsyncLocalStorage context manager (it
  * would cost every async hop of every request), no propagator, no diag logger. Each span is
- * started with its parent context passed explicitly, and the client's `traceparent` is read and
- * ours written with the W3C propagator on explicit carriers.
+ * started with its parent passed explicitly; the client's `traceparent` is read with the W3C
+ * propagator on an explicit carrier, and ours formatted from the attempt's span context.
  *
  * Secrets: only the attributes set below are recorded — method, path and URL without the
  * query string, host, port, status, upstream name, error code. Never a header, token or
@@ -18,6 +23,7 @@ import {
   defaultTextMapGetter,
   ROOT_CONTEXT,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   TraceFlags,
@@ -25,10 +31,9 @@ import {
   type TraceState,
   trace,
 } from "@opentelemetry/api";
-import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { type InstrumentationScope, W3CTraceContextPropagator } from "@opentelemetry/core";
 import {
   type BasicTracerProvider,
-  type IdGenerator,
   RandomIdGenerator,
   type Sampler,
   SamplingDecision,
@@ -58,6 +63,7 @@ import type {
 } from "./tracing.js";
 import { createTracerProvider } from "./tracing-provider.js";
 import { readTracingSettings, type TracingEnv } from "./tracing-settings.js";
+import { RecordedSpan, type SpanSink } from "./tracing-span.js";
 
 /** Our own attribute: the configured upstream a request went to. */
 export const ATTR_BEARER_PROXY_UPSTREAM = "bearer_proxy.upstream";
@@ -88,48 +94,11 @@ const NO_ATTRIBUTES: Attributes = Object.freeze({});
 const NO_LINKS: [] = [];
 
 /**
- * W3C `traceparent` (version 00) of a span. The SDK's spans carry only the sampled bit, so the
- * flags are `01` or `00`; what the W3C propagator's inject writes, without its carrier and
- * context.
+ * W3C `traceparent` (version 00) of a span. Our spans carry only the sampled bit, so the flags
+ * are `01` or `00`; what the W3C propagator's inject writes, without its carrier and context.
  */
 function traceparentOf(traceId: string, spanId: string, traceFlags: number): string {
   return `00-${traceId}-${spanId}-${(traceFlags & TraceFlags.SAMPLED) === 0 ? "00" : "01"}`;
-}
-
-/**
- * The SDK's random ids, except for the one span whose ids SdkTracing drew already to ask the
- * sampler: `hand()` makes the next `generateSpanId()` (and, for a root, `generateTraceId()`)
- * return them, so the SDK starts the span under the ids the sampler was asked about.
- */
-class HandedIds implements IdGenerator {
-  private readonly random = new RandomIdGenerator();
-  private handedTraceId: string | undefined;
-  private handedSpanId: string | undefined;
-
-  hand(traceId: string, spanId: string): void {
-    this.handedTraceId = traceId;
-    this.handedSpanId = spanId;
-  }
-
-  /** Forgets what was handed and not taken (a child takes no trace id). */
-  clear(): void {
-    this.handedTraceId = undefined;
-    this.handedSpanId = undefined;
-  }
-
-  generateTraceId = (): string => {
-    const id = this.handedTraceId;
-    if (id === undefined) return this.random.generateTraceId();
-    this.handedTraceId = undefined;
-    return id;
-  };
-
-  generateSpanId = (): string => {
-    const id = this.handedSpanId;
-    if (id === undefined) return this.random.generateSpanId();
-    this.handedSpanId = undefined;
-    return id;
-  };
 }
 
 interface OriginFacts {
@@ -183,8 +152,9 @@ class SdkTokenSpan implements TokenSpan {
   }
 }
 
+/** One recorded attempt at the upstream. */
 class SdkClientSpan implements ClientSpan {
-  constructor(private readonly span: Span) {}
+  constructor(private readonly span: RecordedSpan) {}
 
   traceparent(): string | undefined {
     const { traceId, spanId, traceFlags } = this.span.spanContext();
@@ -197,19 +167,18 @@ class SdkClientSpan implements ClientSpan {
 
   end(status?: number, errorCode?: string, protocolVersion?: string): void {
     const { span } = this;
-    if (span.isRecording()) {
-      if (status !== undefined && status > 0)
-        span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
-      if (protocolVersion !== undefined)
-        span.setAttribute(ATTR_NETWORK_PROTOCOL_VERSION, protocolVersion);
-      // Semconv: a client span fails on any 4xx/5xx, named by its status when nothing else.
-      if (errorCode !== undefined) fail(span, errorCode);
-      else if (status !== undefined && status >= 400) fail(span, String(status));
-    }
+    if (status !== undefined && status > 0)
+      span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+    if (protocolVersion !== undefined)
+      span.setAttribute(ATTR_NETWORK_PROTOCOL_VERSION, protocolVersion);
+    // Semconv: a client span fails on any 4xx/5xx, named by its status when nothing else.
+    if (errorCode !== undefined) span.fail(errorCode);
+    else if (status !== undefined && status >= 400) span.fail(String(status));
     span.end();
   }
 }
 
+/** A recorded request. */
 class SdkServerSpan implements ServerSpan {
   readonly traceId: string;
   readonly spanId: string;
@@ -217,7 +186,7 @@ class SdkServerSpan implements ServerSpan {
 
   constructor(
     private readonly tracing: SdkTracing,
-    readonly span: Span,
+    readonly span: RecordedSpan,
     private readonly parent: Context,
   ) {
     const spanContext = span.spanContext();
@@ -225,8 +194,9 @@ class SdkServerSpan implements ServerSpan {
     this.spanId = spanContext.spanId;
   }
 
+  /** For the token spans, which the SDK's tracer starts as children of this one. */
   childContext(): Context {
-    this.context ??= trace.setSpan(this.parent, this.span);
+    this.context ??= trace.setSpan(this.parent, trace.wrapSpanContext(this.span.spanContext()));
     return this.context;
   }
 
@@ -254,24 +224,22 @@ class SdkServerSpan implements ServerSpan {
 
   end(status: number, errorCode?: string): void {
     const { span } = this;
-    if (span.isRecording()) {
-      if (status > 0) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
-      // Semconv: a server span fails on 5xx only (a 4xx is the client's doing), or on our code.
-      if (errorCode !== undefined) fail(span, errorCode);
-      else if (status >= 500) fail(span, String(status));
-    }
+    if (status > 0) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+    // Semconv: a server span fails on 5xx only (a 4xx is the client's doing), or on our code.
+    if (errorCode !== undefined) span.fail(errorCode);
+    else if (status >= 500) span.fail(String(status));
     span.end();
   }
 }
 
 /**
- * A request the sampler left out (`NOT_RECORD`): nothing is recorded or exported, so no SDK
- * span, context or attribute is made for it. It keeps its ids — the access line names the
- * trace — and each upstream attempt gets a span id of its own, sent with flags 00 so the
- * upstream's spans still join the trace (what the SDK's non-recording spans did, minus their
- * objects). Its attempts record nothing either: a child of an unrecorded span is not recorded
- * by any sampler we build (TracerProviderParts). So it is its own ClientSpan: an attempt is
- * only the `traceparent` that `startClientSpan` draws.
+ * A request the sampler left out (`NOT_RECORD`): nothing is recorded or exported, so no span,
+ * context or attribute is made for it. It keeps its ids — the access line names the trace —
+ * and each upstream attempt gets a span id of its own, sent with flags 00 so the upstream's
+ * spans still join the trace (what the SDK's non-recording spans did, minus their objects). Its
+ * attempts record nothing either: a child of an unrecorded span is not recorded by any sampler
+ * we build (TracerProviderParts). So it is its own ClientSpan: an attempt is only the
+ * `traceparent` that `startClientSpan` draws.
  */
 class UnrecordedServerSpan implements ServerSpan, ClientSpan {
   private attemptTraceparent: string | undefined;
@@ -329,21 +297,20 @@ class UnrecordedServerSpan implements ServerSpan, ClientSpan {
 
 class SdkTracing implements Tracing {
   readonly enabled = true;
+  readonly ids = new RandomIdGenerator();
   private readonly origins = new Map<string, OriginFacts | null>();
 
   constructor(
     readonly tracer: Tracer,
     private readonly provider: BasicTracerProvider,
     private readonly sampler: Sampler,
-    readonly ids: HandedIds,
+    private readonly sink: SpanSink,
     private readonly log: Logger,
   ) {}
 
   /**
-   * The sampler is asked first, with ids drawn here: a request it leaves out costs its ids and
-   * nothing else (UnrecordedServerSpan). A recorded one is started by the SDK under the same
-   * ids, which asks the sampler again and gets the same answer (it reads only parent and trace
-   * id).
+   * The sampler is asked first, with ids drawn here; a request it leaves out costs its ids and
+   * nothing else, a recorded one gets a RecordedSpan under those ids.
    */
   startServerSpan(req: TracedRequest): ServerSpan {
     // No traceparent, nothing to continue: the W3C propagator would return the root as is.
@@ -356,7 +323,7 @@ class SdkTracing implements Tracing {
     const traceId = continued ? parentSpan.traceId : this.ids.generateTraceId();
     const spanId = this.ids.generateSpanId();
     const method = req.method ?? "GET";
-    const { decision, traceState } = this.sampler.shouldSample(
+    const sampling = this.sampler.shouldSample(
       parent,
       traceId,
       method,
@@ -364,34 +331,38 @@ class SdkTracing implements Tracing {
       NO_ATTRIBUTES,
       NO_LINKS,
     );
-    if (decision === SamplingDecision.NOT_RECORD) {
-      return new UnrecordedServerSpan(
-        this,
-        traceId,
-        spanId,
-        traceState ?? (continued ? parentSpan.traceState : undefined),
-        parent,
-      );
+    const traceState = sampling.traceState ?? (continued ? parentSpan.traceState : undefined);
+    if (sampling.decision === SamplingDecision.NOT_RECORD) {
+      return new UnrecordedServerSpan(this, traceId, spanId, traceState, parent);
     }
     const attributes: Attributes = { [ATTR_URL_SCHEME]: "http" };
     const name = methodAttributes(attributes, method);
     if (req.httpVersion !== undefined) attributes[ATTR_NETWORK_PROTOCOL_VERSION] = req.httpVersion;
-    this.ids.hand(traceId, spanId);
-    const span = this.tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
-    this.ids.clear();
+    if (sampling.attributes !== undefined) Object.assign(attributes, sampling.attributes);
+    const context: SpanContext = {
+      traceId,
+      spanId,
+      traceFlags:
+        sampling.decision === SamplingDecision.RECORD_AND_SAMPLED
+          ? TraceFlags.SAMPLED
+          : TraceFlags.NONE,
+      traceState,
+    };
+    const span = new RecordedSpan(
+      this.sink,
+      name,
+      SpanKind.SERVER,
+      context,
+      continued ? parentSpan : undefined,
+      attributes,
+    );
     return new SdkServerSpan(this, span, parent);
   }
 
-  /** The span of a request's wait for a token, child of `parent` (the request's span). */
-  startTokenWait(parent: Context, upstream: string): TokenSpan {
-    const span = this.tracer.startSpan(
-      "token wait",
-      { kind: SpanKind.INTERNAL, attributes: { [ATTR_BEARER_PROXY_UPSTREAM]: upstream } },
-      parent,
-    );
-    return new SdkTokenSpan(span, parent);
-  }
-
+  /**
+   * An attempt of a recorded request: recorded too, with the request's flags (a child of a
+   * sampled span is sampled by every sampler we build: TracerProviderParts).
+   */
   startClientSpan(
     server: SdkServerSpan,
     method: string,
@@ -400,11 +371,6 @@ class SdkTracing implements Tracing {
     upstream: string,
     resendCount: number,
   ): ClientSpan {
-    const parent = server.childContext();
-    // A sampled-out request still gets a span id to send upstream (flags 00), not attributes.
-    if (!server.span.isRecording()) {
-      return new SdkClientSpan(this.tracer.startSpan(method, { kind: SpanKind.CLIENT }, parent));
-    }
     const attributes: Attributes = { [ATTR_BEARER_PROXY_UPSTREAM]: upstream };
     const name = methodAttributes(attributes, method);
     const facts = this.originFacts(origin);
@@ -415,8 +381,26 @@ class SdkTracing implements Tracing {
       attributes[ATTR_SERVER_PORT] = facts.port;
     }
     if (resendCount > 0) attributes[ATTR_HTTP_REQUEST_RESEND_COUNT] = resendCount;
-    const span = this.tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, parent);
-    return new SdkClientSpan(span);
+    const parent = server.span.spanContext();
+    const context: SpanContext = {
+      traceId: parent.traceId,
+      spanId: this.ids.generateSpanId(),
+      traceFlags: parent.traceFlags,
+      traceState: parent.traceState,
+    };
+    return new SdkClientSpan(
+      new RecordedSpan(this.sink, name, SpanKind.CLIENT, context, parent, attributes),
+    );
+  }
+
+  /** The span of a request's wait for a token, child of `parent` (the request's span). */
+  startTokenWait(parent: Context, upstream: string): TokenSpan {
+    const span = this.tracer.startSpan(
+      "token wait",
+      { kind: SpanKind.INTERNAL, attributes: { [ATTR_BEARER_PROXY_UPSTREAM]: upstream } },
+      parent,
+    );
+    return new SdkTokenSpan(span, parent);
   }
 
   startTokenFetchSpan(upstream: string, options: TokenFetchOptions = {}): TokenSpan {
@@ -482,18 +466,18 @@ class SdkTracing implements Tracing {
 export async function createSdkTracing(options: SdkTracingOptions): Promise<Tracing> {
   const { logger } = options;
   const settings = readTracingSettings(options.env, (message) => logger.warn(message));
-  const ids = new HandedIds();
-  const { provider, sampler } = await createTracerProvider(
+  const { provider, sampler, resource, processor } = await createTracerProvider(
     settings,
     logger,
     options.serviceVersion,
-    ids,
   );
-  return new SdkTracing(
-    provider.getTracer(SCOPE_NAME, options.serviceVersion),
-    provider,
-    sampler,
-    ids,
-    logger,
-  );
+  const tracer = provider.getTracer(SCOPE_NAME, options.serviceVersion);
+  // The SDK tracer's own scope object: the exporter groups spans by scope identity, so ours
+  // and the token spans share one scope in the export.
+  const scope = (tracer as { instrumentationScope?: InstrumentationScope })
+    .instrumentationScope ?? {
+    name: SCOPE_NAME,
+    version: options.serviceVersion,
+  };
+  return new SdkTracing(tracer, provider, sampler, { resource, scope, processor }, logger);
 }
