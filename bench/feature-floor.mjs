@@ -7,7 +7,7 @@
  * req/s (the proxy is alone on one core: req/s = 1 / CPU per request).
  *
  *   node bench/feature-floor.mjs [--rounds N] [--iterations N] [--warmup N]
- *                                [--only KEYS] [--plain-us P[,P…]] [--json]
+ *                                [--only KEYS] [--plain-us P[,P…]] [--added-us F=µs[,…]] [--json]
  *
  * Every row is warmed up, then measured in `--rounds` interleaved rounds (round 1: every row,
  * round 2: every row, …); each round gives CPU µs (process.cpuUsage: every thread, GC helpers
@@ -15,15 +15,27 @@
  * yield to the event loop every 50 iterations, so the batch processor exports as it goes, and
  * end with a forceFlush (the export of the round's last spans is in the round). The OTLP sink
  * is another process (lib/otlp-sink.mjs), so receiving spans is not counted. `--json` prints
- * one JSON line instead of the table. Needs `npm run build` (dist/).
+ * one JSON line instead of the table. `--added-us dpop=31.5,tracing=20` (a variant's added CPU
+ * per request from a bench run) adds a line per row of that feature: floor, added, multiple.
+ * bench/run.mjs runs this after its matrix for the variants' `floor` rows (lib/variant-floor.mjs).
+ * Needs `npm run build` (dist/; `BENCH_BEARER_PROXY_CLI` names another build's cli.js, as for
+ * bench/run.mjs).
  */
 import { generateKeyPairSync, sign } from "node:crypto";
 import { cpus, loadavg } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
-import { createSdkTracing } from "../dist/observability/tracing-sdk.js";
-import { createDpop } from "../dist/token/dpop/index.js";
 import { startOtlpSink } from "./lib/otlp-sink.mjs";
 import { median } from "./lib/summarize.mjs";
+
+/** The build measured: the one bench/run.mjs runs (BENCH_BEARER_PROXY_CLI), else ../dist. */
+const DIST = process.env.BENCH_BEARER_PROXY_CLI
+  ? dirname(process.env.BENCH_BEARER_PROXY_CLI)
+  : join(dirname(fileURLToPath(import.meta.url)), "..", "dist");
+const fromDist = (path) => import(pathToFileURL(join(DIST, path)).href);
+const { createSdkTracing } = await fromDist("observability/tracing-sdk.js");
+const { createDpop } = await fromDist("token/dpop/index.js");
 
 const USAGE = `usage: node bench/feature-floor.mjs [options]
   --rounds N        measured rounds per row, interleaved (7)
@@ -31,6 +43,8 @@ const USAGE = `usage: node bench/feature-floor.mjs [options]
   --warmup N        unmeasured iterations per row first (a quarter of --iterations)
   --only LIST       comma list of row keys or features (dpop, tracing)
   --plain-us LIST   CPU µs of a plain request (comma list): adds the ceiling P / (P + F)
+  --added-us LIST   feature=µs (comma list): a variant's added CPU per request in the proxy,
+                    set against each row of that feature (added ÷ floor)
   --json            one JSON line on stdout instead of the table`;
 
 const HTU = "https://127.0.0.1:8443/small";
@@ -123,7 +137,9 @@ function tracingRow(key, label, env) {
       const req = { headers: { host: "x" }, method: "GET", httpVersion: "1.1" };
       // Read-only look at the SDK's batch queue (private fields of sdk-trace 2.x; without them
       // nothing waits and the exported count tells whether spans were dropped).
-      const processor = tracing.provider?._activeSpanProcessor?._spanProcessors?.[0];
+      // (tracing-provider.ts wraps the batch processor in one that counts its drops: `inner`.)
+      const outer = tracing.provider?._activeSpanProcessor?._spanProcessors?.[0];
+      const processor = outer?.inner ?? outer;
       const queued = processor?._finishedSpans;
       return {
         iterate: () => {
@@ -212,6 +228,7 @@ function parse(argv) {
       warmup: { type: "string" },
       only: { type: "string" },
       "plain-us": { type: "string" },
+      "added-us": { type: "string" },
       json: { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
@@ -230,7 +247,15 @@ function parse(argv) {
   if (rows.length === 0) throw new Error(`--only ${values.only} names no row`);
   const plainUs = (values["plain-us"] ?? "").split(",").filter(Boolean).map(Number);
   if (plainUs.some((p) => !(p > 0))) throw new Error("--plain-us takes positive numbers");
+  const addedUs = {};
+  for (const pair of (values["added-us"] ?? "").split(",").filter(Boolean)) {
+    const [feature, value] = pair.split("=");
+    const n = Number(value);
+    if (!feature || !(n >= 0)) throw new Error("--added-us takes feature=µs pairs");
+    addedUs[feature.trim()] = n;
+  }
   return {
+    addedUs,
     help: values.help,
     rounds: count(values.rounds, "rounds"),
     iterations,
@@ -300,6 +325,8 @@ async function main() {
         wallUs: { min: Math.min(...wall), median: median(wall) },
         ceilings: ceilings(options.plainUs, median(cpu)),
       };
+      const added = options.addedUs[row.feature];
+      if (added !== undefined) result.added = { us: added, multiple: added / median(cpu) };
       if (run.spansPath !== undefined) {
         // Two spans per iteration are made; a sampled-out pair is never exported.
         result.spans = {
@@ -347,6 +374,13 @@ function renderTable(meta, results) {
     lines.push(
       `| ${r.key} | ${r.label} | ${r.iterations} | ${f(r.cpuUs.min)} | ${f(r.cpuUs.median)} | ${f(r.wallUs.median)} |` +
         meta.plainUs.map((p) => ` ${f(r.ceilings[p], 2)}× |`).join(""),
+    );
+  }
+  const added = results.filter((r) => r.added);
+  if (added.length > 0) lines.push("");
+  for (const r of added) {
+    lines.push(
+      `${r.key}: floor ${f(r.cpuUs.median)} µs, added in the proxy ${f(r.added.us)} µs: ${f(r.added.multiple, 2)}× the floor`,
     );
   }
   const spans = results.filter((r) => r.spans);

@@ -27,6 +27,12 @@ import { spread, summarize } from "./lib/summarize.mjs";
 import { checkTargets } from "./lib/targets.mjs";
 import { measureColdBurst, measureStartToReady } from "./lib/token-side.mjs";
 import { ensureTools } from "./lib/tools.mjs";
+import {
+  attachFloorCosts,
+  floorCosts,
+  floorMarkdown,
+  measureFloors,
+} from "./lib/variant-floor.mjs";
 import { accountSpans } from "./lib/variant-tracing.mjs";
 import { selectVariants, VARIANT_CASE, variantChecks } from "./lib/variants.mjs";
 
@@ -166,6 +172,17 @@ async function main() {
     const cells = await runMatrix(started.competitors, run, ctx, problems);
     // Before anything else: stops the tracing variants (flushing their queued spans).
     const spans = await accountSpans(started.competitors, control, log);
+    // Issue 33: each feature's floor, on this Node and build, while the proxies are idle.
+    const measuredVariants = selectVariants(settings.variants).filter((v) =>
+      started.competitors.some((c) => c.variant === v),
+    );
+    const floors = await measureFloors({
+      variants: measuredVariants,
+      core: proxyCore,
+      smoke: settings.smoke,
+      log,
+      problems,
+    });
     const bearerProxyRan = started.competitors.some((c) => c.key === "bearer-proxy");
     const token = bearerProxyRan ? await runTokenSide(settings, ctx, problems) : null;
     // Issue 17's footprint section (bench/footprint.mjs): per Node version and flag set.
@@ -181,9 +198,9 @@ async function main() {
 
     const order = started.competitors.map((c) => c.key);
     const summary = summarize(cells, order);
-    const variants = selectVariants(settings.variants).filter((v) =>
-      started.competitors.some((c) => c.variant === v),
-    );
+    const variants = measuredVariants;
+    const costs = floorCosts(cells, variants, floors);
+    attachFloorCosts(summary, costs);
     const targets = checkTargets(summary, token, { extraChecks: variantChecks(variants) });
     const meta = {
       startedAt,
@@ -201,18 +218,29 @@ async function main() {
       proxyCore,
       loadCore,
       skipped,
-      variants: variants.map(({ key, label, issue, minRatio }) => ({
+      variants: variants.map(({ key, label, issue, minRatio, floor, maxFloorMultiple }) => ({
         key,
         label,
         issue,
         minRatio,
+        floor,
+        maxFloorMultiple,
       })),
       environment: describeEnvironment(tools),
     };
     const cases = THROUGHPUT_CASES.filter((c) => settings.cases.includes(c.key));
     const markdown =
-      renderMarkdown({ meta, summary, cases, token, targets, order, problems, spans }) +
-      (footprint ? `\n${renderFootprintMarkdown(footprint)}` : "");
+      renderMarkdown({
+        meta,
+        summary,
+        cases,
+        token,
+        targets,
+        order,
+        problems,
+        spans,
+        floors: floorMarkdown(costs, floors),
+      }) + (footprint ? `\n${renderFootprintMarkdown(footprint)}` : "");
     const outDir = settings.outDir ?? RESULTS_DIR;
     await mkdir(outDir, { recursive: true });
     const base = settings.smoke
@@ -221,7 +249,7 @@ async function main() {
     await writeFile(join(outDir, `${base}.md`), markdown);
     await writeFile(
       join(outDir, `${base}.json`),
-      `${JSON.stringify({ meta, summary, token, targets, problems, cells, spans, footprint }, null, 2)}\n`,
+      `${JSON.stringify({ meta, summary, token, targets, problems, cells, spans, floors, footprint }, null, 2)}\n`,
     );
     process.stdout.write(`${markdown}\n`);
     log(`results written to ${join(outDir, `${base}.md`)} and .json`);

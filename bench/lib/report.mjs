@@ -97,6 +97,13 @@ function showVerdict(verdict) {
   return verdict === "REPORT" ? "report only" : verdict;
 }
 
+/** A variant's target as the table shows it: on req/s, or on its added CPU against its floor. */
+function variantTarget(variant) {
+  if (variant.maxFloorMultiple !== undefined)
+    return `added CPU ≤ ${variant.maxFloorMultiple}× floor`;
+  return variant.minRatio === undefined ? "—" : `≥ ${num(variant.minRatio, 2)}×`;
+}
+
 /**
  * Each variant against plain bearer-proxy in the same rounds, with its target's verdict
  * (target "—" and "report only" for a variant without `minRatio`).
@@ -117,7 +124,7 @@ function featureCostTable(summary, variants, targets) {
         `${ratio(own.rpsVsBearerProxy)} | ${ratio(own.perCpuVsBearerProxy)} | ` +
         `${num(plain.p50Ms.median, 2)} / ${num(own.p50Ms.median, 2)} | ` +
         `${num(plain.p99Ms.median, 2)} / ${num(own.p99Ms.median, 2)} | ` +
-        `${variant.minRatio === undefined ? "—" : `≥ ${num(variant.minRatio, 2)}×`} | ${showVerdict(verdict)} |`,
+        `${variantTarget(variant)} | ${showVerdict(verdict)} |`,
     );
   }
   return rows.length > 2 ? rows.join("\n") : null;
@@ -168,7 +175,17 @@ function targetsTable(targets) {
 }
 
 /** The whole report as Markdown. */
-export function renderMarkdown({ meta, summary, cases, token, targets, order, problems, spans }) {
+export function renderMarkdown({
+  meta,
+  summary,
+  cases,
+  token,
+  targets,
+  order,
+  problems,
+  spans,
+  floors,
+}) {
   const parts = [`# bearer-proxy benchmark — ${meta.startedAt}${meta.smoke ? " (smoke)" : ""}`, ""];
   parts.push(
     `Rounds: ${meta.rounds} interleaved (each round runs every case on every competitor in turn); ` +
@@ -227,6 +244,7 @@ export function renderMarkdown({ meta, summary, cases, token, targets, order, pr
     );
     const spansText = spansMarkdown(spans);
     if (spansText) parts.push(spansText, "");
+    if (floors) parts.push(floors, "");
   }
   parts.push("## Token side (bearer-proxy)", "", tokenSection(token), "");
   parts.push("## Targets (issue 8; variants' feature cost)", "", targetsTable(targets), "");

@@ -4,7 +4,7 @@
  * within each round ("feature cost" in the report) rather than a comparison across runs.
  *
  * A variant is
- *   { key, label, issue, minRatio?,
+ *   { key, label, issue, minRatio?, floor?, maxFloorMultiple?,
  *     prepare({dir, otlpSink}) → {configure, headers, withoutHeaders, env, spans} }
  * - `prepare` writes whatever the variant needs (users file, keys, …) into `dir`, a directory of
  *   its own inside the run's temporary directory (a proxy re-reads a users file that changes);
@@ -24,6 +24,10 @@
  *   (median over rounds), checked in lib/targets.mjs like issue 8's targets. Without one the
  *   variant is *report only*: its ratio is measured and shown (target "—", result "report
  *   only"), never PASS or FAIL, and never counts toward the exit status (`--strict` included).
+ * - `floor`: the bench/feature-floor.mjs row that is the feature's own work (lib/variant-floor.mjs
+ *   runs it after the matrix and reports the variant's added CPU per request against it);
+ *   `maxFloorMultiple`: a target on that multiple (added ÷ floor, median over rounds), checked
+ *   like `minRatio` (a variant has one or the other, or neither).
  * Variants run the `VARIANT_CASE` only (the cheapest request, where a per-request cost shows
  * most), also in smoke mode so CI keeps them working.
  */
@@ -55,8 +59,10 @@ export const BEARER_PROXY_VARIANTS = [
   {
     key: "dpop",
     label: "DPoP (RFC 9449): `dpop: {}`, a fresh ES256 proof on every upstream request",
-    issue: "#24",
-    minRatio: 0.8,
+    // Issue #33: the proxy pays at most 1.3× what the proof itself costs.
+    issue: "#24, #33",
+    floor: "dpop-es256",
+    maxFloorMultiple: 1.3,
     prepare: prepareDpop,
   },
   {
@@ -78,8 +84,9 @@ export const BEARER_PROXY_VARIANTS = [
   {
     key: "tracing",
     label: "OpenTelemetry on, every request sampled, exported over OTLP/HTTP to a counting sink",
-    issue: "#25",
+    issue: "#25, #33",
     minRatio: 0.75,
+    floor: "tracing-protobuf",
     prepare: tracingVariant({
       key: "tracing",
       ratio: 1,
@@ -87,11 +94,13 @@ export const BEARER_PROXY_VARIANTS = [
     }),
   },
   {
-    // What operators run in production; issue #25 sets its target on always-sampled only.
+    // What operators run in production: a request that is not sampled must cost next to nothing.
     key: "tracing-sampled",
     label:
       "OpenTelemetry on, `parentbased_traceidratio` 0.1 (a tenth of the traces sampled), OTLP/HTTP to a counting sink",
-    issue: "#25",
+    issue: "#25, #33",
+    minRatio: 0.95,
+    floor: "tracing-ratio-0.1",
     prepare: tracingVariant({
       key: "tracing-sampled",
       ratio: 0.1,
@@ -185,6 +194,16 @@ export function variantChecks(variants) {
   return variants.map((variant) => {
     const key = variantCompetitorKey(variant.key);
     const own = (s, c) => (c === PLAIN ? s[VARIANT_CASE]?.[key] : undefined);
+    if (variant.maxFloorMultiple !== undefined) {
+      // lib/variant-floor.mjs attachFloorCosts put it there (null: the floor was not measured).
+      return {
+        target: `${variant.key} (${variant.issue}): added CPU per request ≤ ${variant.maxFloorMultiple}× its floor (${variant.floor})`,
+        limit: variant.maxFloorMultiple,
+        higherIsBetter: false,
+        variant: variant.key,
+        value: (s, _t, c) => own(s, c)?.floorCost?.multiple.median ?? null,
+      };
+    }
     const reportOnly = variant.minRatio === undefined;
     return {
       target: reportOnly

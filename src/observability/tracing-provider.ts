@@ -6,7 +6,7 @@
  */
 import { type Context, TraceFlags } from "@opentelemetry/api";
 import { type ExportResult, ExportResultCode } from "@opentelemetry/core";
-import { defaultResource, resourceFromAttributes } from "@opentelemetry/resources";
+import { defaultResource, type Resource, resourceFromAttributes } from "@opentelemetry/resources";
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
@@ -184,6 +184,25 @@ class QueueWatchingProcessor implements SpanProcessor {
 }
 
 /**
+ * The provider, and what tracing-sdk.ts needs to make the request spans itself
+ * (tracing-span.ts): the sampler it asks first, the resource, and the processor every span
+ * ends in.
+ */
+export interface TracerProviderParts {
+  provider: BasicTracerProvider;
+  resource: Resource;
+  /** The provider's only processor (batching and export, drops counted). */
+  processor: SpanProcessor;
+  /**
+   * One of the SDK's built-in samplers (buildSampler): they read only the parent and the trace
+   * id, never the name, kind or attributes, and give a child the answer its parent got (not
+   * recorded under a parent that was not; sampled under a sampled one). tracing-sdk.ts relies
+   * on both.
+   */
+  sampler: Sampler;
+}
+
+/**
  * A provider exporting to the collector `settings` name; announces itself (endpoint, protocol,
  * header names — never their values — sampler) on `logger`.
  */
@@ -191,7 +210,7 @@ export async function createTracerProvider(
   settings: TracingSettings,
   logger: Logger,
   serviceVersion: string | undefined,
-): Promise<BasicTracerProvider> {
+): Promise<TracerProviderParts> {
   const { batch } = settings;
   const exporter = new ReportingExporter(await buildExporter(settings), logger, batch.maxQueueSize);
   const resource = defaultResource().merge(
@@ -207,10 +226,12 @@ export async function createTracerProvider(
     maxQueueSize: batch.maxQueueSize,
     maxExportBatchSize: batch.maxExportBatchSize,
   });
+  const sampler = buildSampler(settings);
+  const processor = new QueueWatchingProcessor(batchProcessor, exporter, batch.maxQueueSize);
   const provider = new BasicTracerProvider({
     resource,
-    sampler: buildSampler(settings),
-    spanProcessors: [new QueueWatchingProcessor(batchProcessor, exporter, batch.maxQueueSize)],
+    sampler,
+    spanProcessors: [processor],
   });
   logger.info(
     {
@@ -224,5 +245,5 @@ export async function createTracerProvider(
     },
     "tracing on: exporting spans over OTLP",
   );
-  return provider;
+  return { provider, sampler, resource, processor };
 }

@@ -3,10 +3,15 @@
  * tracing-provider.ts, the only files that import OpenTelemetry): the spans of a request's
  * walk, on a provider configured from the env object the app was given.
  *
+ * A request's sampling is decided first (its ids drawn, the provider's sampler asked): one left
+ * out costs its ids and nothing else (UnrecordedServerSpan); one recorded gets its SERVER and
+ * CLIENT spans from tracing-span.ts, which end in the provider's processor like the SDK's own.
+ * Only the token spans (rare) are started by the SDK's tracer.
+ *
  * Nothing global is registered: no tracer provider, no AsyncLocalStorage context manager (it
  * would cost every async hop of every request), no propagator, no diag logger. Each span is
- * started with its parent context passed explicitly, and the client's `traceparent` is read and
- * ours written with the W3C propagator on explicit carriers.
+ * started with its parent passed explicitly; the client's `traceparent` is read with the W3C
+ * propagator on an explicit carrier, and ours formatted from the attempt's span context.
  *
  * Secrets: only the attributes set below are recorded — method, path and URL without the
  * query string, host, port, status, upstream name, error code. Never a header, token or
@@ -16,16 +21,23 @@ import {
   type Attributes,
   type Context,
   defaultTextMapGetter,
-  defaultTextMapSetter,
   ROOT_CONTEXT,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
+  TraceFlags,
   type Tracer,
+  type TraceState,
   trace,
 } from "@opentelemetry/api";
-import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import type { BasicTracerProvider } from "@opentelemetry/sdk-trace-base";
+import { type InstrumentationScope, W3CTraceContextPropagator } from "@opentelemetry/core";
+import {
+  type BasicTracerProvider,
+  RandomIdGenerator,
+  type Sampler,
+  SamplingDecision,
+} from "@opentelemetry/sdk-trace-base";
 import {
   ATTR_ERROR_TYPE,
   ATTR_HTTP_REQUEST_METHOD,
@@ -51,6 +63,7 @@ import type {
 } from "./tracing.js";
 import { createTracerProvider } from "./tracing-provider.js";
 import { readTracingSettings, type TracingEnv } from "./tracing-settings.js";
+import { RecordedSpan, type SpanSink } from "./tracing-span.js";
 
 /** Our own attribute: the configured upstream a request went to. */
 export const ATTR_BEARER_PROXY_UPSTREAM = "bearer_proxy.upstream";
@@ -76,9 +89,16 @@ const MAX_CACHED_ORIGINS = 1024;
 
 const propagator = new W3CTraceContextPropagator();
 
-interface Carrier {
-  traceparent?: string;
-  tracestate?: string;
+/** What the sampler is shown of a request before it decides: nothing (see TracerProviderParts). */
+const NO_ATTRIBUTES: Attributes = Object.freeze({});
+const NO_LINKS: [] = [];
+
+/**
+ * W3C `traceparent` (version 00) of a span. Our spans carry only the sampled bit, so the flags
+ * are `01` or `00`; what the W3C propagator's inject writes, without its carrier and context.
+ */
+function traceparentOf(traceId: string, spanId: string, traceFlags: number): string {
+  return `00-${traceId}-${spanId}-${(traceFlags & TraceFlags.SAMPLED) === 0 ? "00" : "01"}`;
 }
 
 interface OriginFacts {
@@ -132,42 +152,33 @@ class SdkTokenSpan implements TokenSpan {
   }
 }
 
+/** One recorded attempt at the upstream. */
 class SdkClientSpan implements ClientSpan {
-  private carrier: Carrier | undefined;
-
-  constructor(private readonly span: Span) {}
-
-  private injected(): Carrier {
-    if (this.carrier === undefined) {
-      this.carrier = {};
-      propagator.inject(trace.setSpan(ROOT_CONTEXT, this.span), this.carrier, defaultTextMapSetter);
-    }
-    return this.carrier;
-  }
+  constructor(private readonly span: RecordedSpan) {}
 
   traceparent(): string | undefined {
-    return this.injected().traceparent;
+    const { traceId, spanId, traceFlags } = this.span.spanContext();
+    return traceparentOf(traceId, spanId, traceFlags);
   }
 
   tracestate(): string | undefined {
-    return this.injected().tracestate;
+    return this.span.spanContext().traceState?.serialize();
   }
 
   end(status?: number, errorCode?: string, protocolVersion?: string): void {
     const { span } = this;
-    if (span.isRecording()) {
-      if (status !== undefined && status > 0)
-        span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
-      if (protocolVersion !== undefined)
-        span.setAttribute(ATTR_NETWORK_PROTOCOL_VERSION, protocolVersion);
-      // Semconv: a client span fails on any 4xx/5xx, named by its status when nothing else.
-      if (errorCode !== undefined) fail(span, errorCode);
-      else if (status !== undefined && status >= 400) fail(span, String(status));
-    }
+    if (status !== undefined && status > 0)
+      span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+    if (protocolVersion !== undefined)
+      span.setAttribute(ATTR_NETWORK_PROTOCOL_VERSION, protocolVersion);
+    // Semconv: a client span fails on any 4xx/5xx, named by its status when nothing else.
+    if (errorCode !== undefined) span.fail(errorCode);
+    else if (status !== undefined && status >= 400) span.fail(String(status));
     span.end();
   }
 }
 
+/** A recorded request. */
 class SdkServerSpan implements ServerSpan {
   readonly traceId: string;
   readonly spanId: string;
@@ -175,7 +186,7 @@ class SdkServerSpan implements ServerSpan {
 
   constructor(
     private readonly tracing: SdkTracing,
-    readonly span: Span,
+    readonly span: RecordedSpan,
     private readonly parent: Context,
   ) {
     const spanContext = span.spanContext();
@@ -183,8 +194,9 @@ class SdkServerSpan implements ServerSpan {
     this.spanId = spanContext.spanId;
   }
 
+  /** For the token spans, which the SDK's tracer starts as children of this one. */
   childContext(): Context {
-    this.context ??= trace.setSpan(this.parent, this.span);
+    this.context ??= trace.setSpan(this.parent, trace.wrapSpanContext(this.span.spanContext()));
     return this.context;
   }
 
@@ -207,46 +219,150 @@ class SdkServerSpan implements ServerSpan {
   }
 
   startTokenSpan(upstream: string): TokenSpan {
-    const parent = this.childContext();
-    const span = this.tracing.tracer.startSpan(
-      "token wait",
-      { kind: SpanKind.INTERNAL, attributes: { [ATTR_BEARER_PROXY_UPSTREAM]: upstream } },
-      parent,
-    );
-    return new SdkTokenSpan(span, parent);
+    return this.tracing.startTokenWait(this.childContext(), upstream);
   }
 
   end(status: number, errorCode?: string): void {
     const { span } = this;
-    if (span.isRecording()) {
-      if (status > 0) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
-      // Semconv: a server span fails on 5xx only (a 4xx is the client's doing), or on our code.
-      if (errorCode !== undefined) fail(span, errorCode);
-      else if (status >= 500) fail(span, String(status));
-    }
+    if (status > 0) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+    // Semconv: a server span fails on 5xx only (a 4xx is the client's doing), or on our code.
+    if (errorCode !== undefined) span.fail(errorCode);
+    else if (status >= 500) span.fail(String(status));
     span.end();
   }
 }
 
+/**
+ * A request the sampler left out (`NOT_RECORD`): nothing is recorded or exported, so no span,
+ * context or attribute is made for it. It keeps its ids — the access line names the trace —
+ * and each upstream attempt gets a span id of its own, sent with flags 00 so the upstream's
+ * spans still join the trace (what the SDK's non-recording spans did, minus their objects). Its
+ * attempts record nothing either: a child of an unrecorded span is not recorded by any sampler
+ * we build (TracerProviderParts). So it is its own ClientSpan: an attempt is only the
+ * `traceparent` that `startClientSpan` draws.
+ */
+class UnrecordedServerSpan implements ServerSpan, ClientSpan {
+  private attemptTraceparent: string | undefined;
+  private context: Context | undefined;
+
+  constructor(
+    private readonly tracing: SdkTracing,
+    readonly traceId: string,
+    readonly spanId: string,
+    private readonly traceState: TraceState | undefined,
+    private readonly parent: Context,
+  ) {}
+
+  /** For the token spans (rare: a request that waits for a token), as the SDK would parent them. */
+  childContext(): Context {
+    this.context ??= trace.setSpan(
+      this.parent,
+      trace.wrapSpanContext({
+        traceId: this.traceId,
+        spanId: this.spanId,
+        traceFlags: TraceFlags.NONE,
+        traceState: this.traceState,
+      }),
+    );
+    return this.context;
+  }
+
+  setUpstream(): void {}
+
+  setPath(): void {}
+
+  startClientSpan(): ClientSpan {
+    this.attemptTraceparent = traceparentOf(
+      this.traceId,
+      this.tracing.ids.generateSpanId(),
+      TraceFlags.NONE,
+    );
+    return this;
+  }
+
+  traceparent(): string | undefined {
+    return this.attemptTraceparent;
+  }
+
+  tracestate(): string | undefined {
+    return this.traceState?.serialize();
+  }
+
+  startTokenSpan(upstream: string): TokenSpan {
+    return this.tracing.startTokenWait(this.childContext(), upstream);
+  }
+
+  end(): void {}
+}
+
 class SdkTracing implements Tracing {
   readonly enabled = true;
+  readonly ids = new RandomIdGenerator();
   private readonly origins = new Map<string, OriginFacts | null>();
 
   constructor(
     readonly tracer: Tracer,
     private readonly provider: BasicTracerProvider,
+    private readonly sampler: Sampler,
+    private readonly sink: SpanSink,
     private readonly log: Logger,
   ) {}
 
+  /**
+   * The sampler is asked first, with ids drawn here; a request it leaves out costs its ids and
+   * nothing else, a recorded one gets a RecordedSpan under those ids.
+   */
   startServerSpan(req: TracedRequest): ServerSpan {
-    const parent = propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
+    // No traceparent, nothing to continue: the W3C propagator would return the root as is.
+    const parent =
+      req.headers.traceparent === undefined
+        ? ROOT_CONTEXT
+        : propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
+    const parentSpan = trace.getSpanContext(parent);
+    const continued = parentSpan !== undefined && trace.isSpanContextValid(parentSpan);
+    const traceId = continued ? parentSpan.traceId : this.ids.generateTraceId();
+    const spanId = this.ids.generateSpanId();
+    const method = req.method ?? "GET";
+    const sampling = this.sampler.shouldSample(
+      parent,
+      traceId,
+      method,
+      SpanKind.SERVER,
+      NO_ATTRIBUTES,
+      NO_LINKS,
+    );
+    const traceState = sampling.traceState ?? (continued ? parentSpan.traceState : undefined);
+    if (sampling.decision === SamplingDecision.NOT_RECORD) {
+      return new UnrecordedServerSpan(this, traceId, spanId, traceState, parent);
+    }
     const attributes: Attributes = { [ATTR_URL_SCHEME]: "http" };
-    const name = methodAttributes(attributes, req.method ?? "GET");
+    const name = methodAttributes(attributes, method);
     if (req.httpVersion !== undefined) attributes[ATTR_NETWORK_PROTOCOL_VERSION] = req.httpVersion;
-    const span = this.tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+    if (sampling.attributes !== undefined) Object.assign(attributes, sampling.attributes);
+    const context: SpanContext = {
+      traceId,
+      spanId,
+      traceFlags:
+        sampling.decision === SamplingDecision.RECORD_AND_SAMPLED
+          ? TraceFlags.SAMPLED
+          : TraceFlags.NONE,
+      traceState,
+    };
+    const span = new RecordedSpan(
+      this.sink,
+      name,
+      SpanKind.SERVER,
+      context,
+      continued ? parentSpan : undefined,
+      attributes,
+    );
     return new SdkServerSpan(this, span, parent);
   }
 
+  /**
+   * An attempt of a recorded request: recorded too, with the request's flags (a child of a
+   * sampled span is sampled by every sampler we build: TracerProviderParts).
+   */
   startClientSpan(
     server: SdkServerSpan,
     method: string,
@@ -255,11 +371,6 @@ class SdkTracing implements Tracing {
     upstream: string,
     resendCount: number,
   ): ClientSpan {
-    const parent = server.childContext();
-    // A sampled-out request still gets a span id to send upstream (flags 00), not attributes.
-    if (!server.span.isRecording()) {
-      return new SdkClientSpan(this.tracer.startSpan(method, { kind: SpanKind.CLIENT }, parent));
-    }
     const attributes: Attributes = { [ATTR_BEARER_PROXY_UPSTREAM]: upstream };
     const name = methodAttributes(attributes, method);
     const facts = this.originFacts(origin);
@@ -270,14 +381,34 @@ class SdkTracing implements Tracing {
       attributes[ATTR_SERVER_PORT] = facts.port;
     }
     if (resendCount > 0) attributes[ATTR_HTTP_REQUEST_RESEND_COUNT] = resendCount;
-    const span = this.tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, parent);
-    return new SdkClientSpan(span);
+    const parent = server.span.spanContext();
+    const context: SpanContext = {
+      traceId: parent.traceId,
+      spanId: this.ids.generateSpanId(),
+      traceFlags: parent.traceFlags,
+      traceState: parent.traceState,
+    };
+    return new SdkClientSpan(
+      new RecordedSpan(this.sink, name, SpanKind.CLIENT, context, parent, attributes),
+    );
+  }
+
+  /** The span of a request's wait for a token, child of `parent` (the request's span). */
+  startTokenWait(parent: Context, upstream: string): TokenSpan {
+    const span = this.tracer.startSpan(
+      "token wait",
+      { kind: SpanKind.INTERNAL, attributes: { [ATTR_BEARER_PROXY_UPSTREAM]: upstream } },
+      parent,
+    );
+    return new SdkTokenSpan(span, parent);
   }
 
   startTokenFetchSpan(upstream: string, options: TokenFetchOptions = {}): TokenSpan {
     const { parent: cause } = options;
     const parent =
-      cause instanceof SdkTokenSpan || cause instanceof SdkServerSpan
+      cause instanceof SdkTokenSpan ||
+      cause instanceof SdkServerSpan ||
+      cause instanceof UnrecordedServerSpan
         ? cause.childContext()
         : ROOT_CONTEXT;
     const attributes: Attributes = { [ATTR_BEARER_PROXY_UPSTREAM]: upstream };
@@ -335,6 +466,18 @@ class SdkTracing implements Tracing {
 export async function createSdkTracing(options: SdkTracingOptions): Promise<Tracing> {
   const { logger } = options;
   const settings = readTracingSettings(options.env, (message) => logger.warn(message));
-  const provider = await createTracerProvider(settings, logger, options.serviceVersion);
-  return new SdkTracing(provider.getTracer(SCOPE_NAME, options.serviceVersion), provider, logger);
+  const { provider, sampler, resource, processor } = await createTracerProvider(
+    settings,
+    logger,
+    options.serviceVersion,
+  );
+  const tracer = provider.getTracer(SCOPE_NAME, options.serviceVersion);
+  // The SDK tracer's own scope object: the exporter groups spans by scope identity, so ours
+  // and the token spans share one scope in the export.
+  const scope = (tracer as { instrumentationScope?: InstrumentationScope })
+    .instrumentationScope ?? {
+    name: SCOPE_NAME,
+    version: options.serviceVersion,
+  };
+  return new SdkTracing(tracer, provider, sampler, { resource, scope, processor }, logger);
 }

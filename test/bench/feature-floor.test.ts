@@ -27,7 +27,8 @@ interface Row {
   cpuUs: { min: number; median: number };
   wallUs: { min: number; median: number };
   ceilings: Record<string, number>;
-  spans?: { made: number; exported: number; sampled: number };
+  spans?: { made: number; exported: number; sampled: number; backlogWatched: boolean };
+  added?: { us: number; multiple: number };
 }
 
 describe("bench/feature-floor.mjs", () => {
@@ -44,6 +45,8 @@ describe("bench/feature-floor.mjs", () => {
         "200",
         "--plain-us",
         "50",
+        "--added-us",
+        "dpop=30,tracing=12",
         "--json",
       ],
       { cwd: REPO_ROOT, timeout: 20_000 },
@@ -64,5 +67,15 @@ describe("bench/feature-floor.mjs", () => {
     for (const row of result.rows.filter((r) => r.spans?.sampled === 1)) {
       expect(row.spans?.exported, row.key).toBe(row.spans?.made);
     }
+    // The loop sees the batch processor's queue (behind the processor that counts its drops),
+    // so it waits for the exporter instead of letting spans drop.
+    for (const row of result.rows.filter((r) => r.spans)) {
+      expect(row.spans?.backlogWatched, row.key).toBe(true);
+    }
+    // Issue 33: a feature's added CPU in the proxy against each of its rows.
+    const dpop = result.rows.find((r) => r.key === "dpop-es256");
+    expect(dpop?.added?.us).toBe(30);
+    expect(dpop?.added?.multiple).toBeCloseTo(30 / (dpop?.cpuUs.median ?? 1), 6);
+    expect(result.rows.find((r) => r.key === "tracing-ratio-0.1")?.added?.us).toBe(12);
   }, 30_000);
 });

@@ -15,6 +15,7 @@ const SOURCES = [
   "observability/tracing-settings.ts",
   "observability/tracing-sdk.ts",
   "observability/tracing-provider.ts",
+  "observability/tracing-span.ts",
   "observability/log-throttle.ts",
   "errors.ts",
   "base/loggable-url.ts",

@@ -54,6 +54,11 @@ export interface DpopKey {
    * §4.2); the header is encoded once per key, only the claims per proof.
    */
   sign(claims: Readonly<Record<string, unknown>>): string;
+  /**
+   * The same from the claims' JSON text (proof.ts builds it from a template): no object to
+   * serialize per proof.
+   */
+  signJson(claimsJson: string): string;
   /** Called after the key file changed to a usable key with another thumbprint. */
   onChange(listener: (key: DpopKey) => void): () => void;
   /** Stat the key file now and take a changed key (what the poll does; a no-op when ephemeral). */
@@ -76,7 +81,7 @@ interface Signer {
   jkt: string;
   publicJwk: DpopPublicJwk;
   description: string;
-  sign(claims: Readonly<Record<string, unknown>>): string;
+  signJson(claimsJson: string): string;
 }
 
 const generateKeyPairAsync = promisify(generateKeyPair);
@@ -180,7 +185,8 @@ function keyFrom(
     },
     ephemeral: source.ephemeral,
     describe: () => current.description,
-    sign: (claims: Readonly<Record<string, unknown>>) => current.sign(claims),
+    sign: (claims: Readonly<Record<string, unknown>>) => current.signJson(JSON.stringify(claims)),
+    signJson: (claimsJson: string) => current.signJson(claimsJson),
     onChange(listener: (key: DpopKey) => void) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -240,9 +246,6 @@ function createSigner(
 ): Signer {
   const publicJwk = publicJwkOf(key);
   const jkt = jwkThumbprint(publicJwk);
-  // Encoded once: per proof only the claims are serialized.
-  const prefix = `${base64url(JSON.stringify({ typ: "dpop+jwt", alg: algorithm, jwk: publicJwk }))}.`;
-  const signature = jwsSigner(key, algorithm);
   return {
     algorithm,
     jkt,
@@ -251,10 +254,41 @@ function createSigner(
       keyFile === undefined
         ? `dpop: ${algorithm} with an ephemeral ${describeKey(key)} key, jkt ${jkt}`
         : `dpop: ${algorithm} with the ${describeKey(key)} key in ${keyFile}, jkt ${jkt}`,
-    sign(claims) {
-      const input = prefix + base64url(JSON.stringify(claims));
-      return `${input}.${base64url(signature(Buffer.from(input, "latin1")))}`;
-    },
+    signJson: proofSigner(key, algorithm, publicJwk),
+  };
+}
+
+/**
+ * `claimsJson` → compact JWS, with as few copies as a proof allows: the header part is encoded
+ * once per key and stays in the signing-input buffer, which is reused (as is the buffer the
+ * claims are encoded from); per proof the claims are base64url-encoded once, written behind
+ * the header, signed in place, and the signature encoded straight from the signer's bytes.
+ * Synchronous, so one buffer per key is enough.
+ */
+function proofSigner(
+  key: KeyObject,
+  algorithm: DpopAlgorithm,
+  publicJwk: DpopPublicJwk,
+): (claimsJson: string) => string {
+  const header = `${base64url(JSON.stringify({ typ: "dpop+jwt", alg: algorithm, jwk: publicJwk }))}.`;
+  const signature = jwsSigner(key, algorithm);
+  let claimsBytes = Buffer.allocUnsafeSlow(512);
+  let input = Buffer.allocUnsafeSlow(header.length + 1024);
+  input.write(header, 0, "latin1");
+  return (claimsJson) => {
+    // Claims are ASCII (proof.ts), but a UTF-8 byte count keeps any string right.
+    const claimsLength = Buffer.byteLength(claimsJson);
+    if (claimsLength > claimsBytes.length) claimsBytes = Buffer.allocUnsafeSlow(2 * claimsLength);
+    claimsBytes.write(claimsJson, 0);
+    const payload = claimsBytes.toString("base64url", 0, claimsLength);
+    const inputLength = header.length + payload.length;
+    if (inputLength > input.length) {
+      input = Buffer.allocUnsafeSlow(2 * inputLength);
+      input.write(header, 0, "latin1");
+    }
+    input.write(payload, header.length, "latin1");
+    const signed = signature(input.subarray(0, inputLength));
+    return `${header}${payload}.${signed.toString("base64url")}`;
   };
 }
 

@@ -19,7 +19,7 @@ import {
   type NonceStore,
   type ResponseHeaders,
 } from "./nonce-store.js";
-import { accessTokenHash, createProof } from "./proof.js";
+import { accessTokenHash, type ProofTarget, proofTarget, signProof } from "./proof.js";
 
 export {
   type DpopAlgorithm,
@@ -38,7 +38,15 @@ export {
   type NonceStoreOptions,
   type ResponseHeaders,
 } from "./nonce-store.js";
-export { accessTokenHash, createProof, normaliseHtu, type ProofRequest } from "./proof.js";
+export {
+  accessTokenHash,
+  createProof,
+  normaliseHtu,
+  type ProofRequest,
+  type ProofTarget,
+  proofTarget,
+  signProof,
+} from "./proof.js";
 export { type Challenge, findChallenge, parseChallenges } from "./www-authenticate.js";
 
 /** `upstreams[].dpop`: `{}` for an ephemeral P-256 key, or `{ keyFile, algorithm }`. */
@@ -102,17 +110,26 @@ export async function createDpop(spec: DpopSpec, options: DpopOptions = {}): Pro
   let lastToken: string | undefined;
   let lastAth = "";
   // A request's proof and its response's nonce name the same URL string, and a busy upstream
-  // path repeats: parse the last one once (WHATWG parsing is most of a proof's non-crypto cost).
+  // path repeats: the last URL is parsed once (WHATWG parsing is most of a proof's non-crypto
+  // cost), its origin read once, and the last method and URL's claims template made once.
   let lastUrl = "";
   let lastParsed: URL | undefined;
+  let lastOrigin = "";
+  let lastTarget: ProofTarget | undefined;
   const parse = (url: string | URL): URL => {
     if (typeof url !== "string") return url;
     if (url !== lastUrl || lastParsed === undefined) {
       lastParsed = new URL(url);
+      lastOrigin = lastParsed.origin;
       lastUrl = url;
+      lastTarget = undefined;
     }
     return lastParsed;
   };
+  const originOf = (url: string | URL): string =>
+    typeof url === "string" && url === lastUrl && lastParsed !== undefined
+      ? lastOrigin
+      : parse(url).origin;
 
   return {
     get jkt() {
@@ -124,19 +141,22 @@ export async function createDpop(spec: DpopSpec, options: DpopOptions = {}): Pro
     describe: () => key.describe(),
     proofFor(method, url, accessToken) {
       const parsed = parse(url);
+      const origin = typeof url === "string" ? lastOrigin : parsed.origin;
+      let target = typeof url === "string" ? lastTarget : undefined;
+      if (target === undefined || target.htm !== method) {
+        target = proofTarget(method, parsed);
+        if (typeof url === "string") lastTarget = target;
+      }
       if (accessToken !== undefined && accessToken !== lastToken) {
         lastAth = accessTokenHash(accessToken);
         lastToken = accessToken;
       }
-      return createProof(
+      return signProof(
         key,
-        {
-          htm: method,
-          htu: parsed,
-          nonce: nonces.get(parsed.origin),
-          ath: accessToken === undefined ? undefined : lastAth,
-        },
+        target,
         wallNow(),
+        nonces.get(origin),
+        accessToken === undefined ? undefined : lastAth,
       );
     },
     authorization(accessToken) {
@@ -146,8 +166,7 @@ export async function createDpop(spec: DpopSpec, options: DpopOptions = {}): Pro
       return `DPoP ${accessToken}`;
     },
     noteResponse(url, status, headers, body) {
-      const origin = parse(url).origin;
-      nonces.update(origin, headers);
+      nonces.update(originOf(url), headers);
       return isUseDpopNonceError(status, headers, body);
     },
     onKeyChange(listener) {

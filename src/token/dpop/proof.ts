@@ -25,22 +25,51 @@ const METHOD = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 /** A compact JWS proof for one request; `nowWallMs` gives `iat`. Synchronous. */
 export function createProof(
-  key: Pick<DpopKey, "sign">,
+  key: Pick<DpopKey, "signJson">,
   request: ProofRequest,
   nowWallMs: number = Date.now(),
 ): string {
-  if (!METHOD.test(request.htm)) throw new TypeError("DPoP htm is not an HTTP method");
-  const claims: Record<string, unknown> = {
-    // 122 random bits (≥ 96, RFC 9449 §4.2 wants enough entropy to make a collision unlikely).
-    jti: randomUUID(),
-    htm: request.htm,
-    htu: normaliseHtu(request.htu),
-    iat: Math.floor(nowWallMs / 1000),
-  };
-  if (request.nonce !== undefined) claims.nonce = request.nonce;
-  if (request.ath !== undefined) claims.ath = request.ath;
-  else if (request.accessToken !== undefined) claims.ath = accessTokenHash(request.accessToken);
-  return key.sign(claims);
+  const ath =
+    request.ath ??
+    (request.accessToken === undefined ? undefined : accessTokenHash(request.accessToken));
+  return signProof(key, proofTarget(request.htm, request.htu), nowWallMs, request.nonce, ath);
+}
+
+/**
+ * What proofs for one method and URL share: the JSON text around `jti` and `iat`. Made once
+ * per target (a caller keeps the last one); throws like createProof on a bad method or URL.
+ */
+export interface ProofTarget {
+  readonly htm: string;
+  readonly htu: string;
+  /** `","htm":"GET","htu":"https://…","iat":` */
+  readonly middle: string;
+}
+
+export function proofTarget(htm: string, url: string | URL): ProofTarget {
+  if (!METHOD.test(htm)) throw new TypeError("DPoP htm is not an HTTP method");
+  const htu = normaliseHtu(url);
+  // A method is a token and needs no escaping; the URL is quoted by JSON.stringify, once.
+  return { htm, htu, middle: `","htm":"${htm}","htu":${JSON.stringify(htu)},"iat":` };
+}
+
+/**
+ * A proof for `target`: the claims are a template filled in (RFC 9449 §4.2: `jti`, `htm`,
+ * `htu`, `iat`, then `nonce` and `ath` when given), not an object serialized per proof. `ath`
+ * is base64url (accessTokenHash) and a nonce is quoted; jose reads the result (the tests).
+ */
+export function signProof(
+  key: Pick<DpopKey, "signJson">,
+  target: ProofTarget,
+  nowWallMs: number,
+  nonce?: string,
+  ath?: string,
+): string {
+  // 122 random bits (≥ 96, RFC 9449 §4.2 wants enough entropy to make a collision unlikely).
+  let claims = `{"jti":"${randomUUID()}${target.middle}${Math.floor(nowWallMs / 1000)}`;
+  if (nonce !== undefined) claims += `,"nonce":${JSON.stringify(nonce)}`;
+  if (ath !== undefined) claims += `,"ath":"${ath}"`;
+  return key.signJson(`${claims}}`);
 }
 
 /**
