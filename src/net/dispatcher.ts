@@ -96,11 +96,11 @@ export function buildTlsOptions(tls: UpstreamTls, extraCaCertsFile: string | und
  * `pems` (empty strings skipped), built the cheap way: a default context gets the PEMs through
  * its native `addCACert`, which first gives the context its own copy of the roots (parsed once
  * per process, shared by reference; node/src/crypto/crypto_context.cc, SetCACert). Handing the
- * ~145 roots over as `ca: [...]` instead makes OpenSSL parse and insert each one again: 45 ms of
- * CPU on Node 20 and 10–25 ms on Node 24, the largest single step of a start (bench/PROFILE.md,
- * "Footprint: the start near the floor"). The copy holds the roots, not NODE_EXTRA_CA_CERTS (the
- * caller passes it), as `ca` did. Node does not document the native handle: without it,
- * undefined (the caller then builds the `ca` list).
+ * ~145 roots over as `ca: [...]` instead makes OpenSSL parse and insert each one again: 25–45 ms
+ * of CPU on Node 20 against 1–2 ms this way, 14 against 9 ms on Node 24 — on Node 20 the
+ * largest single step of a start (bench/PROFILE.md, "Footprint: the start near the floor"). The
+ * copy holds the roots, not NODE_EXTRA_CA_CERTS (the caller passes it), as `ca` did. Node does
+ * not document the native handle: without it, undefined (the caller then builds the `ca` list).
  */
 function rootsPlus(pems: string[], cert?: Buffer, key?: Buffer): SecureContext | undefined {
   const context = createSecureContext({
