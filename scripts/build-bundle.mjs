@@ -47,6 +47,9 @@ export const LAZY_ENTRIES = {
   // The in-process pretty printer of a single executable (observability/logger.ts); the same
   // file as pino's worker transport target.
   "pino-pretty": { specifier: "pino-pretty", from: ["dist/observability/logger.js"] },
+  // fastify's `inject` (light-my-request, ~70 KB of source): the admin server never injects;
+  // only tests do, and they run the sources.
+  "lazy-inject": { specifier: "light-my-request", from: ["node_modules/fastify/fastify.js"] },
   "lazy-serializer-compiler": {
     specifier: "@fastify/fast-json-stringify-compiler",
     from: ["dist/admin/lazy-schema-compilers.js", "node_modules/fastify/lib/schema-controller.js"],

@@ -30,6 +30,7 @@ const ON_USE_ONLY = [
   "lazy-redis",
   "lazy-ajv-compiler",
   "lazy-serializer-compiler",
+  "lazy-inject",
   "pino-pretty",
   "thread-stream-worker",
 ];
