@@ -45,15 +45,15 @@ export const BEARER_PROXY_VARIANTS = [
   {
     key: "callers-basic",
     label: "caller allowed by `user` (Basic, bcrypt cost 10)",
-    issue: "#23",
-    minRatio: 0.85,
+    issue: "#23, #33",
+    minRatio: 0.97,
     prepare: prepareCallersBasic,
   },
   {
     key: "callers-sa",
     label: "caller allowed by `serviceAccount` (Bearer ES256 JWT, JWKS file)",
-    issue: "#23",
-    minRatio: 0.85,
+    issue: "#23, #33",
+    minRatio: 0.95,
     prepare: prepareCallersServiceAccount,
   },
   {

@@ -25,7 +25,6 @@ import type { CallerAuthenticator } from "./authenticate.js";
 import type { Authentication } from "./caller-types.js";
 import { callerLabel, isCallersFault } from "./caller-types.js";
 import type { ConnectionProofs } from "./connection-proofs.js";
-import { credentialKey } from "./credential-key.js";
 import type { DenialLog, DenyReason } from "./denial-log.js";
 import type { FailureThrottle, VerificationRefusal } from "./failure-throttle.js";
 import { JWKS_RETRY_AFTER_FAILURE_MS } from "./jwks-timing.js";
@@ -232,23 +231,38 @@ class CountedVerifications {
   }
 }
 
+/** One upstream's compiled `allow` list, and the admissions it gave to cached credentials. */
+interface UpstreamRules {
+  policy: AllowPolicy;
+  /**
+   * A verified caller's admission depends on the caller and the rules alone (address rules
+   * were looked at before the credential): the verdict is made once per cached credential and
+   * goes with it when the cache drops it. Refusals are decided (and counted) every time.
+   */
+  admitted: WeakMap<Authentication, GateVerdict>;
+}
+
 /** The gate of one configuration: its upstreams' compiled `allow` lists. */
 class AllowListGate implements CallerGate {
-  private readonly policies = new Map<string, AllowPolicy>();
+  private readonly rules = new Map<string, UpstreamRules>();
   private readonly verdicts: Verdicts;
   private readonly verifications: CountedVerifications;
 
   constructor(private readonly deps: CallerGateDeps) {
     for (const upstream of deps.upstreams) {
-      if (upstream.allow) this.policies.set(upstream.name, compileAllowRules(upstream.allow));
+      if (upstream.allow) {
+        const policy = compileAllowRules(upstream.allow);
+        this.rules.set(upstream.name, { policy, admitted: new WeakMap() });
+      }
     }
     this.verdicts = new Verdicts(deps.callers, deps.metrics, deps.denials);
     this.verifications = new CountedVerifications(deps.authenticator, deps.throttle);
   }
 
   check(upstream: string, req: IncomingMessage): GateVerdict | Promise<GateVerdict> {
-    const policy = this.policies.get(upstream);
-    if (!policy) return OPEN;
+    const rules = this.rules.get(upstream);
+    if (!rules) return OPEN;
+    const { policy } = rules;
     const { verdicts, verifications, deps } = this;
     const peer = req.socket.remoteAddress ?? "";
     // An address rule admits without a credential: nothing to verify, nothing to spend.
@@ -257,7 +271,7 @@ class AllowListGate implements CallerGate {
     if (header === undefined || !policy.needsCredential) {
       return verdicts.decide(upstream, policy, peer, undefined);
     }
-    const key = credentialKey(header);
+    const key = deps.proofs.keyOf(req.socket, header);
     const block = deps.throttle.blockOf(peer);
     if (block) {
       // A blocked address gets nothing new, not even a credential someone else proved: else
@@ -273,7 +287,11 @@ class AllowListGate implements CallerGate {
     const cached = verifications.peek(key);
     if (cached) {
       deps.proofs.remember(req.socket, key);
-      return verdicts.decide(upstream, policy, peer, cached);
+      const admitted = rules.admitted.get(cached);
+      if (admitted !== undefined) return admitted;
+      const verdict = verdicts.decide(upstream, policy, peer, cached);
+      if (verdict.allowed) rules.admitted.set(cached, Object.freeze(verdict));
+      return verdict;
     }
     const pending = verifications.verify(peer, header, key);
     if (!(pending instanceof Promise)) {

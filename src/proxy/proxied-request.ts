@@ -125,8 +125,6 @@ export class ProxiedRequest {
   /** Recorded in the log and metrics; for an upgrade, when its tunnel closed. */
   finished = false;
 
-  /** `closeConnection` bound once, for the exchange. */
-  readonly closeConnection: () => boolean;
   private serverSpan: ServerSpan | undefined;
   private readonly hasBody: boolean;
 
@@ -143,11 +141,13 @@ export class ProxiedRequest {
     this.hasBody =
       req.headers["transfer-encoding"] !== undefined ||
       (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
+  }
+
+  /** The client connection must end after this answer. */
+  closeConnection(): boolean {
     // An upgrade's connection has no parser left: it closes after any answer but a 101.
-    this.closeConnection =
-      kind === "upgrade"
-        ? () => true
-        : () => this.ctx.closingAll() || (this.hasBody && !this.req.complete);
+    if (this.kind === "upgrade") return true;
+    return this.ctx.closingAll() || (this.hasBody && !this.req.complete);
   }
 
   /** The SERVER span (continuing the client's `traceparent`), started on first use. */

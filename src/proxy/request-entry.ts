@@ -55,6 +55,14 @@ export function stagesAfterRoute(deps: EntryDeps): Stage[] {
   return stages;
 }
 
+const kRequest = Symbol("bearer-proxy.request");
+type AnsweredBy = ServerResponse & { [kRequest]?: ProxiedRequest };
+
+/** A response closed before it finished: its client hung up. */
+function onResponseClose(this: AnsweredBy): void {
+  if (!this.writableFinished) this[kRequest]?.clientClosed();
+}
+
 export function createRequestEntry(deps: EntryDeps): RequestEntry {
   const { lifecycle, limits } = deps;
   const tracing = deps.tracing ?? NOOP_TRACING;
@@ -98,10 +106,10 @@ export function createRequestEntry(deps: EntryDeps): RequestEntry {
     const request = new ProxiedRequest("request", req, res, context);
     // The SERVER span starts with the request, so its duration is the client's.
     void request.span;
-    // `on`, not `once`: a response closes once, and `once` costs a wrapper per request.
-    res.on("close", () => {
-      if (!res.writableFinished) request.clientClosed();
-    });
+    // `on`, not `once`: a response closes once, and `once` costs a wrapper per request; one
+    // shared listener finds its request on the response rather than a closure per request.
+    (res as AnsweredBy)[kRequest] = request;
+    res.on("close", onResponseClose);
     inFlight++;
     request.admitted = lifecycle.load.tryEnter(limits.maxInFlight);
     if (!request.admitted) {

@@ -151,26 +151,27 @@ export class Exchange implements Dispatcher.DispatchHandler {
       request.replayed = true;
     }
     const dispatcher = this.dispatcher();
-    this.startQueueTimer(dispatcher);
+    const options: Dispatcher.DispatchOptions = {
+      origin: upstream.origin,
+      path: request.upstreamPath,
+      method: request.method,
+      headers: request.headers,
+      body: request.body as Buffer | Readable | null,
+      headersTimeout: upstream.timeouts.responseHeadersMs,
+      bodyTimeout: upstream.timeouts.bodyIdleMs,
+      // The retry's connection is closed afterwards, so the fresh dispatcher never pools.
+      reset: this.useFresh,
+    };
+    if (this.upgrade !== undefined) options.upgrade = this.upgrade;
     try {
-      dispatcher.dispatch(
-        {
-          origin: upstream.origin,
-          path: request.upstreamPath,
-          method: request.method,
-          headers: request.headers,
-          body: request.body as Buffer | Readable | null,
-          headersTimeout: upstream.timeouts.responseHeadersMs,
-          bodyTimeout: upstream.timeouts.bodyIdleMs,
-          // The retry's connection is closed afterwards, so the fresh dispatcher never pools.
-          reset: this.useFresh,
-          ...(this.upgrade === undefined ? {} : { upgrade: this.upgrade }),
-        },
-        this,
-      );
+      dispatcher.dispatch(options, this);
     } catch (err) {
       this.fail(mapUpstreamError(err, upstream.name));
+      return;
     }
+    // With a free pooled connection undici writes the request inside `dispatch` (onConnect ran
+    // already): only a request left waiting in the pool's queue needs the deadline (and its timer).
+    if (this.abortUpstream === undefined && !this.finished) this.startQueueTimer(dispatcher);
   }
 
   private dispatcher(): Dispatcher {

@@ -9,7 +9,8 @@
  * undici keeps its pooled connection); the exchange ends once.
  */
 import { PassThrough, Readable } from "node:stream";
-import { describe, expect, it } from "vitest";
+import type { Dispatcher } from "undici";
+import { describe, expect, it, vi } from "vitest";
 import type { AttemptSpans, ResendTurns } from "../../../src/proxy/exchange/exchange.js";
 import { makeUpstreamConfig } from "../../helpers/upstream-config.js";
 import { waitFor } from "../../helpers/wait.js";
@@ -251,6 +252,34 @@ describe("Exchange", () => {
     await new Promise((resolve) => setTimeout(resolve, 150));
     expect(rig.test.answers()).toEqual([]);
     expect(rig.exchange.finished).toBe(false);
+  });
+
+  it("arms no queue deadline when the request was written inside dispatch (a free pooled connection)", () => {
+    // undici calls onConnect from within dispatch when a pooled connection is free: the
+    // common case pays no timer (issue 33).
+    class ConnectingAtOnce extends ScriptedDispatcher {
+      override dispatch(
+        options: Dispatcher.DispatchOptions,
+        handler: Dispatcher.DispatchHandler,
+      ): boolean {
+        super.dispatch(options, handler);
+        this.last.connect();
+        return true;
+      }
+    }
+    vi.useFakeTimers();
+    try {
+      const rig = exchangeRig(makeUpstreamConfig("busy", { timeouts: { queue: "50ms" } }), {
+        dispatcher: new ConnectingAtOnce(),
+      });
+      rig.start();
+      expect(vi.getTimerCount()).toBe(0);
+      vi.advanceTimersByTime(200);
+      expect(rig.test.answers()).toEqual([]);
+      expect(rig.exchange.finished).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("ends once: the attempt's span, a pending retry and the relay are stopped, a later fail is ignored", () => {
