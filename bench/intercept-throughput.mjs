@@ -31,7 +31,6 @@ import { parseArgs } from "node:util";
 import { Pool, ProxyAgent } from "undici";
 import { startBearerProxy, startEmulatorProcess } from "./lib/bearer-proxy.mjs";
 import { createBenchCertificates } from "./lib/certs.mjs";
-import { findFreePort } from "./lib/competitors.mjs";
 import { createControlClient } from "./lib/control-client.mjs";
 import {
   canPin,
@@ -42,7 +41,7 @@ import {
   waitForExit,
 } from "./lib/processes.mjs";
 import { ensureTools } from "./lib/tools.mjs";
-import { startNginxUpstream, startNodeUpstream } from "./lib/upstreams.mjs";
+import { startUpstream } from "./lib/upstreams.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const PROXY_CORE = 0;
@@ -121,17 +120,13 @@ try {
   const certs = await createBenchCertificates(dir);
   const control = createControlClient(certs.caPem);
   const tools = ensureTools({ install: false, log, wantNginx: values.upstream !== "node" });
-  const upstream =
-    tools.nginx.path && values.upstream !== "node"
-      ? await startNginxUpstream({
-          core: loadCore,
-          certs,
-          control,
-          nginxPath: tools.nginx.path,
-          dir: join(dir, "upstream"),
-          port: await findFreePort(),
-        })
-      : await startNodeUpstream({ core: loadCore, certs, control });
+  const upstream = await startUpstream({
+    core: loadCore,
+    certs,
+    control,
+    nginxPath: values.upstream !== "node" ? tools.nginx.path : undefined,
+    dir,
+  });
   log(`${upstream.kind} upstream on ${upstream.url}`);
   const emulator = await startEmulatorProcess({ core: loadCore, certs });
 

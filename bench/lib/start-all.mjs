@@ -10,13 +10,12 @@ import { join } from "node:path";
 import { bearerProxyMissing, startBearerProxy, startEmulatorProcess } from "./bearer-proxy.mjs";
 import {
   describeDirect,
-  findFreePort,
   startFastifyProxy,
   startNginx,
   startUndiciForwarder,
 } from "./competitors.mjs";
 import { startOtlpSink } from "./otlp-sink.mjs";
-import { startNginxUpstream, startNodeUpstream } from "./upstreams.mjs";
+import { startUpstream } from "./upstreams.mjs";
 import { selectVariants, startVariant, VARIANT_CASE } from "./variants.mjs";
 
 /**
@@ -30,16 +29,13 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
   if (settings.upstreamChoice === "nginx" && !tools.nginx.path) {
     throw new Error(`--upstream nginx: ${tools.nginx.note}`);
   }
-  const upstream = useNginx
-    ? await startNginxUpstream({
-        core: loadCore,
-        certs,
-        control,
-        nginxPath: tools.nginx.path,
-        dir: join(dir, "upstream"),
-        port: await findFreePort(),
-      })
-    : await startNodeUpstream({ core: loadCore, certs, control });
+  const upstream = await startUpstream({
+    core: loadCore,
+    certs,
+    control,
+    nginxPath: useNginx ? tools.nginx.path : undefined,
+    dir,
+  });
   log(`${upstream.kind} upstream on ${upstream.url}`);
   let emulator = null;
   const competitors = [];

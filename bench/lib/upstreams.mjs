@@ -12,6 +12,7 @@
 import { chmod, mkdir, readFile, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { findFreePort } from "./competitors.mjs";
 import { renderNginxUpstreamConfig } from "./nginx.mjs";
 import { spawnPinned, stopChild, waitForLine } from "./processes.mjs";
 
@@ -113,4 +114,20 @@ export async function startNginxUpstream({ core, certs, control, nginxPath, dir,
     reset: () => Promise.all([truncate(authLog, 0).catch(() => {}), markConnections()]),
     stop: () => stopChild(child),
   };
+}
+
+/**
+ * The bench's HTTPS upstream, on the load core: nginx when `nginxPath` is given (its files under
+ * `dir`/upstream), else the Node one.
+ */
+export async function startUpstream({ core, certs, control, nginxPath, dir }) {
+  if (!nginxPath) return startNodeUpstream({ core, certs, control });
+  return startNginxUpstream({
+    core,
+    certs,
+    control,
+    nginxPath,
+    dir: join(dir, "upstream"),
+    port: await findFreePort(),
+  });
 }
