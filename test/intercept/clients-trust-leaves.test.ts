@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadInterceptCa } from "../../src/config/intercept-ca.js";
 import { createLeafCertificates } from "../../src/intercept/leaf-certificates.js";
 import { type CaFiles, useCaFiles } from "../helpers/intercept-ca-files.js";
+import { keytoolImportArgs, TRUST_STORE_PASSWORD } from "./support/connect-client.js";
 
 interface Run {
   code: number;
@@ -134,26 +135,13 @@ describe("each tool trusts a leaf with the setting the guide gives", () => {
     const source = join(home, "Get.java");
     writeFileSync(source, JAVA_GET);
     const store = join(home, "truststore.p12");
-    const imported = await run("keytool", [
-      "-importcert",
-      "-noprompt",
-      "-alias",
-      "bearer-proxy-intercept",
-      "-file",
-      ca.caCertFile,
-      "-keystore",
-      store,
-      "-storetype",
-      "PKCS12",
-      "-storepass",
-      "changeit",
-    ]);
+    const imported = await run("keytool", keytoolImportArgs(ca.caCertFile, store));
     expect(imported.code).toBe(0);
     const refused = await run("java", [source, url]);
     expect(refused.stderr).toContain("PKIX path building failed");
     const trusted = await run("java", [
       `-Djavax.net.ssl.trustStore=${store}`,
-      "-Djavax.net.ssl.trustStorePassword=changeit",
+      `-Djavax.net.ssl.trustStorePassword=${TRUST_STORE_PASSWORD}`,
       source,
       url,
     ]);

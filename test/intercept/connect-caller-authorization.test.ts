@@ -32,9 +32,11 @@ import {
   hasTool,
   interceptBlock,
   interceptedUpstream,
+  keytoolImportArgs,
   requestOver,
   runTool,
   sendConnect,
+  TRUST_STORE_PASSWORD,
   tlsThrough,
   toolEnv,
 } from "./support/connect-client.js";
@@ -257,11 +259,7 @@ describe("caller authorization on CONNECT", () => {
       const store = join(home, "truststore.p12");
       const imported = await runTool(
         "keytool",
-        [
-          ...["-importcert", "-noprompt", "-alias", "bearer-proxy-intercept"],
-          ...["-file", ca.caCertFile, "-keystore", store],
-          ...["-storetype", "PKCS12", "-storepass", "changeit"],
-        ],
+        keytoolImportArgs(ca.caCertFile, store),
         toolEnv(home),
       );
       expect(imported.code).toBe(0);
@@ -276,7 +274,7 @@ describe("caller authorization on CONNECT", () => {
             `-Dhttps.proxyPort=${proxy.port}`,
             "-Dhttp.nonProxyHosts=",
             `-Djavax.net.ssl.trustStore=${store}`,
-            "-Djavax.net.ssl.trustStorePassword=changeit",
+            `-Djavax.net.ssl.trustStorePassword=${TRUST_STORE_PASSWORD}`,
             ...extra,
             source,
             `${emulator.url}/echo/java-alice`,

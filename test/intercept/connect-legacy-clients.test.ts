@@ -27,7 +27,9 @@ import {
   hasTool,
   interceptBlock,
   interceptedUpstream,
+  keytoolImportArgs,
   runTool,
+  TRUST_STORE_PASSWORD,
   toolEnv,
 } from "./support/connect-client.js";
 import { GIT_README, gitHttpBackend, makeBareRepository } from "./support/git-upstream.js";
@@ -322,20 +324,7 @@ describe("tools that only speak https:// reach an intercepted upstream through H
       const store = join(home, "truststore.p12");
       const imported = await runTool(
         "keytool",
-        [
-          "-importcert",
-          "-noprompt",
-          "-alias",
-          "bearer-proxy-intercept",
-          "-file",
-          ca.caCertFile,
-          "-keystore",
-          store,
-          "-storetype",
-          "PKCS12",
-          "-storepass",
-          "changeit",
-        ],
+        keytoolImportArgs(ca.caCertFile, store),
         toolEnv(home),
       );
       expect(imported.code).toBe(0);
@@ -350,7 +339,7 @@ describe("tools that only speak https:// reach an intercepted upstream through H
           // Java goes direct to localhost|127.*|[::1] unless told otherwise (the target here).
           "-Dhttp.nonProxyHosts=",
           `-Djavax.net.ssl.trustStore=${store}`,
-          "-Djavax.net.ssl.trustStorePassword=changeit",
+          `-Djavax.net.ssl.trustStorePassword=${TRUST_STORE_PASSWORD}`,
           source,
           `${scriptsUrl}/echo/java`,
           CLIENT_AUTHORIZATION,

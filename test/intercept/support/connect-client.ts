@@ -256,3 +256,24 @@ export function runTool(
 export async function hasTool(tool: string): Promise<boolean> {
   return (await runTool("which", [tool], process.env)).code === 0;
 }
+
+/** The password of the Java trust stores the tests build with keytool. */
+export const TRUST_STORE_PASSWORD = "changeit";
+
+/** keytool's arguments that import `caCertFile` into the PKCS12 trust store `store`. */
+export function keytoolImportArgs(caCertFile: string, store: string): string[] {
+  return [
+    "-importcert",
+    "-noprompt",
+    "-alias",
+    "bearer-proxy-intercept",
+    "-file",
+    caCertFile,
+    "-keystore",
+    store,
+    "-storetype",
+    "PKCS12",
+    "-storepass",
+    TRUST_STORE_PASSWORD,
+  ];
+}
