@@ -133,7 +133,7 @@ describe("ProxiedRequest", () => {
   it("a hang-up during the exchange is the exchange's to finish", () => {
     const test = new TestRequest();
     let aborts = 0;
-    test.request.abortExchange = () => aborts++;
+    test.request.exchange = { abortFromClient: () => aborts++ };
     test.request.clientClosed();
     expect(aborts).toBe(1);
     expect(test.ctx.records).toEqual([]);
@@ -143,7 +143,7 @@ describe("ProxiedRequest", () => {
     const test = new TestRequest();
     test.request.fail("bad_request", "x");
     let aborts = 0;
-    test.request.abortExchange = () => aborts++;
+    test.request.exchange = { abortFromClient: () => aborts++ };
     test.request.clientClosed();
     expect(aborts).toBe(0);
     expect(test.ctx.records).toHaveLength(1);

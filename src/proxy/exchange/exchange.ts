@@ -21,7 +21,7 @@ import type { ProxyErrorCode } from "../../errors.js";
 import type { RawHeaders } from "../../net/raw-headers.js";
 import type { AccessToken } from "../../token/token-provider.js";
 import { CredentialError } from "../credential.js";
-import type { ProxiedRequest } from "../proxied-request.js";
+import type { ExchangeUnderWay, ProxiedRequest } from "../proxied-request.js";
 import { type MappedProxyError, mapUpstreamError } from "../proxy-errors.js";
 import type { Route } from "../routing/route.js";
 import type { AttemptHandler } from "./layer.js";
@@ -75,7 +75,7 @@ export interface Resend {
   replay?: boolean | undefined;
 }
 
-export class Exchange implements Dispatcher.DispatchHandler {
+export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay {
   readonly route: Route;
   /** The token the next attempt carries (a 401 replay changes it). */
   token: AccessToken;
@@ -115,7 +115,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
   /** Sends the first attempt, with `layers` around the response. */
   start(layers: ExchangeLayers): void {
     this.layers = layers;
-    this.request.abortExchange = () => this.abortFromClient();
+    this.request.exchange = this;
     this.attempt();
   }
 
@@ -274,7 +274,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private stop(errorCode: string | undefined, protocolVersion?: string): boolean {
     if (this.finished) return false;
     this.finished = true;
-    this.request.abortExchange = undefined;
+    this.request.exchange = undefined;
     this.endAttempt(errorCode, protocolVersion);
     clearTimeout(this.queueTimer);
     this.layers.retry?.cancel();

@@ -77,10 +77,10 @@ function bodyFailed(request: ProxiedRequest, err: unknown): void {
 function uploadFailed(request: ProxiedRequest, err: ClientBodyError): void {
   if (request.answered || err.reason === "aborted") return;
   if (!request.res.headersSent) {
-    const abort = request.abortExchange;
-    request.abortExchange = undefined;
+    const exchange = request.exchange;
+    request.exchange = undefined;
     request.fail(BODY_FAILURE_CODE[err.reason], err.message);
-    abort?.();
+    exchange?.abortFromClient();
   } else {
     request.res.destroy();
   }

@@ -63,7 +63,7 @@ describe("Exchange", () => {
     expect(attempt.options).not.toHaveProperty("upgrade");
     expect(attempt.header("authorization")).toBe("Bearer tok-1");
     expect(rig.test.request.attempts).toBe(1);
-    expect(rig.test.request.abortExchange).toBeTypeOf("function");
+    expect(rig.test.request.exchange).toBe(rig.exchange);
   });
 
   it("passes the attempt's callbacks to its head layer, and knows when a final head arrived", () => {
@@ -209,7 +209,7 @@ describe("Exchange", () => {
     expect(rig.test.record()).toMatchObject({ status: 499, errorCode: "client_closed" });
     expect(attempt.aborted).toBe(true);
     expect(wait.aborted).toBe(true);
-    expect(rig.test.request.abortExchange).toBeUndefined();
+    expect(rig.test.request.exchange).toBeUndefined();
     attempt.error(codedError("UND_ERR_ABORTED"));
     expect(attempt.head(200)).toBe(true);
     expect(attempt.data("late")).toBe(true);

@@ -162,7 +162,7 @@ describe("BodyStage", () => {
     expect(one.passedAtOnce).toBe(true);
     // The exchange is under way: it hooked its abort into the request.
     let aborted = 0;
-    one.request.abortExchange = () => aborted++;
+    one.request.exchange = { abortFromClient: () => aborted++ };
     (one.request.body as Readable).resume();
 
     c.socket.write(`40\r\n${"y".repeat(64)}\r\n`);
