@@ -13,6 +13,11 @@ const BENCH_DIR = fileURLToPath(new URL("..", import.meta.url));
 const START_TIMEOUT_MS = 20_000;
 
 /** The static token the header-injecting baselines send (bearer-proxy fetches a real one). */
+/** Extra node flags for the Node baselines (bench/gc-promotion.mjs adds `--trace-gc-nvp`). */
+const BASELINE_NODE_FLAGS = (process.env.BENCH_BASELINE_NODE_FLAGS ?? "")
+  .split(" ")
+  .filter(Boolean);
+
 export const STATIC_TOKEN = "bench-static-token-0123456789abcdef";
 
 /** A port that was free a moment ago on 127.0.0.1. */
@@ -28,7 +33,11 @@ export async function findFreePort() {
 
 /** Start a node script that prints `<TAG> {"port":N}` when ready. */
 async function startNodeScript(core, script, args, tag) {
-  const child = spawnPinned(core, process.execPath, [join(BENCH_DIR, script), ...args]);
+  const child = spawnPinned(core, process.execPath, [
+    ...BASELINE_NODE_FLAGS,
+    join(BENCH_DIR, script),
+    ...args,
+  ]);
   const match = await waitForLine(child, new RegExp(`^${tag} (.*)$`), START_TIMEOUT_MS);
   child.stdout.resume();
   child.stderr.resume();
