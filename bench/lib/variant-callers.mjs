@@ -79,3 +79,13 @@ export async function prepareCallersServiceAccount({ dir }) {
     withoutHeaders: 407,
   };
 }
+
+/**
+ * callers-sa's request against an open gateway: the same token as `Proxy-Authorization`, no
+ * `allow` rule, so the proxy drops the hop-by-hop header unread. What the ~0.9 KiB header
+ * costs on its own (parsed by node:http, sent by wrk) — the floor callers-sa's check sits on.
+ */
+export async function prepareServiceAccountHeaderOnly(context) {
+  const { headers } = await prepareCallersServiceAccount(context);
+  return { configure: (config) => config, headers };
+}

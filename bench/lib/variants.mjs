@@ -33,7 +33,11 @@
  */
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { prepareCallersBasic, prepareCallersServiceAccount } from "./variant-callers.mjs";
+import {
+  prepareCallersBasic,
+  prepareCallersServiceAccount,
+  prepareServiceAccountHeaderOnly,
+} from "./variant-callers.mjs";
 import { tracingVariant } from "./variant-tracing.mjs";
 
 /** The case variants are measured in. */
@@ -55,6 +59,13 @@ export const BEARER_PROXY_VARIANTS = [
     issue: "#23, #33",
     minRatio: 0.95,
     prepare: prepareCallersServiceAccount,
+  },
+  {
+    // Report only: callers-sa's floor, the header's bytes without the check (issue 33).
+    key: "sa-header-open",
+    label: "callers-sa's `Proxy-Authorization: Bearer <JWT>` sent to an open gateway (no `allow`)",
+    issue: "#33",
+    prepare: prepareServiceAccountHeaderOnly,
   },
   {
     key: "dpop",

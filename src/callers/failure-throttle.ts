@@ -138,7 +138,9 @@ export function createFailureThrottle(options: FailureThrottleOptions = {}): Fai
   }
 
   return {
-    blockOf: (address) => blockOfKey(unmapIpv4(address), now()),
+    // Asked on every request with a credential: with no address blocked (the usual state) the
+    // answer needs neither the clock nor the address's key.
+    blockOf: (address) => (blocks.size === 0 ? undefined : blockOfKey(unmapIpv4(address), now())),
     blockedFor: (address) => blockOfKey(unmapIpv4(address), now())?.retryAfterSeconds ?? 0,
     begin(address) {
       const key = unmapIpv4(address);

@@ -28,6 +28,32 @@ export function rateLimitPolicyValue(requests: number, perMs: number, name = POL
  */
 export function rateLimitValue(admission: Admission, name = POLICY_NAME): string | undefined {
   if (!admission.ok) return `"${name}";r=0;t=${admission.retryAfterSeconds}`;
-  if (!Number.isFinite(admission.remaining)) return undefined;
-  return `"${name}";r=${admission.remaining};t=${admission.resetSeconds}`;
+  const { remaining, resetSeconds } = admission;
+  if (!Number.isFinite(remaining)) return undefined;
+  if (
+    name !== POLICY_NAME ||
+    !isCached(remaining, MAX_CACHED_R) ||
+    !isCached(resetSeconds, MAX_CACHED_T)
+  ) {
+    return `"${name}";r=${remaining};t=${resetSeconds}`;
+  }
+  // Every admitted request answers with one: a steady upstream repeats a handful of (r, t)
+  // pairs, so the value is made once per pair, not built (and flattened by node:http) per request.
+  const slot = remaining * (MAX_CACHED_T + 1) + resetSeconds;
+  let value = admittedValues[slot];
+  if (value === undefined) {
+    value = `"${name}";r=${remaining};t=${resetSeconds}`;
+    admittedValues[slot] = value;
+  }
+  return value;
+}
+
+/** (r, t) pairs of the default policy kept made: r up to a burst of 63, t up to a minute. */
+const MAX_CACHED_R = 64;
+const MAX_CACHED_T = 60;
+const admittedValues: (string | undefined)[] = new Array((MAX_CACHED_R + 1) * (MAX_CACHED_T + 1));
+
+/** A whole number in 0…max (a shared pacer's figures come from Redis: checked, not assumed). */
+function isCached(n: number, max: number): boolean {
+  return Number.isInteger(n) && n >= 0 && n <= max;
 }

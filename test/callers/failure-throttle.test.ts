@@ -22,6 +22,29 @@ describe("failure throttle", () => {
     expect(throttle.blockedFor("10.0.0.1")).toBe(0);
   });
 
+  it("blockOf reads no clock while no address is blocked (asked on every request), and finds a block once one starts", () => {
+    let nowMs = 0;
+    let clockReads = 0;
+    const throttle = createFailureThrottle({
+      maxFailures: 1,
+      blockMs: 30_000,
+      now: () => {
+        clockReads++;
+        return nowMs;
+      },
+    });
+    expect(throttle.blockOf("10.0.0.1")).toBeUndefined();
+    expect(clockReads).toBe(0);
+    throttle.recordFailure("::ffff:10.0.0.1");
+    expect(throttle.blockOf("10.0.0.1")).toEqual({ sinceMs: 0, retryAfterSeconds: 30 });
+    expect(throttle.blockOf("10.0.0.2")).toBeUndefined();
+    nowMs = 30_000;
+    expect(throttle.blockOf("10.0.0.1")).toBeUndefined(); // over: forgotten, none left
+    clockReads = 0;
+    expect(throttle.blockOf("10.0.0.1")).toBeUndefined();
+    expect(clockReads).toBe(0);
+  });
+
   it("failures spread beyond the window do not add up", () => {
     let nowMs = 0;
     const throttle = createFailureThrottle({ maxFailures: 3, windowMs: 10_000, now: () => nowMs });

@@ -43,6 +43,31 @@ describe("local pacer", () => {
     expect(rateLimitValue(a as Admission)).toBeUndefined();
   });
 
+  it("writes the RateLimit value of every (r, t) alike, the repeated pairs made once", () => {
+    const admitted = (remaining: number, resetSeconds: number): Admission => ({
+      ok: true,
+      waitedMs: 0,
+      remaining,
+      resetSeconds,
+    });
+    for (const [r, t] of [
+      [0, 1],
+      [1, 0],
+      [64, 60],
+      [65, 1], // past the kept pairs
+      [3, 61],
+      [0.5, 30], // not whole (a shared pacer's figures come from Redis)
+      [0, 30.5],
+      [0.5, 0], // would share a slot with the pair above
+    ] as const) {
+      const expected = `"default";r=${r};t=${t}`;
+      expect(rateLimitValue(admitted(r, t))).toBe(expected);
+      expect(rateLimitValue(admitted(r, t))).toBe(expected);
+    }
+    expect(rateLimitValue(admitted(1, 1), "mine")).toBe('"mine";r=1;t=1');
+    expect(rateLimitValue(admitted(1, 1))).toBe('"default";r=1;t=1');
+  });
+
   it("lets waiting requests go in arrival order, one per interval", async () => {
     const clock = new FakeClock();
     const pacer = pacerOn(clock);
