@@ -3,10 +3,11 @@
  * tracing-provider.ts, the only files that import OpenTelemetry): the spans of a request's
  * walk, on a provider configured from the env object the app was given.
  *
- * A request's sampling is decided first (its ids drawn, the provider's sampler asked): one left
- * out costs its ids and nothing else (UnrecordedServerSpan); one recorded gets its SERVER and
- * CLIENT spans from tracing-span.ts, which end in the provider's processor like the SDK's own.
- * Only the token spans (rare) are started by the SDK's tracer.
+ * A request's sampling is decided first (its ids drawn from tracing-ids.ts' pool, the
+ * provider's sampler asked): one left out costs its ids and nothing else (UnrecordedServerSpan);
+ * one recorded gets its SERVER and CLIENT spans from tracing-span.ts, which end in the
+ * provider's processor like the SDK's own. Only the token spans (rare) are started by the SDK's
+ * tracer.
  *
  * Nothing global is registered: no tracer provider, no AsyncLocalStorage context manager (it
  * would cost every async hop of every request), no propagator, no diag logger. Each span is
@@ -34,7 +35,6 @@ import {
 import { type InstrumentationScope, W3CTraceContextPropagator } from "@opentelemetry/core";
 import {
   type BasicTracerProvider,
-  RandomIdGenerator,
   type Sampler,
   SamplingDecision,
 } from "@opentelemetry/sdk-trace-base";
@@ -61,6 +61,7 @@ import type {
   TracedRequest,
   Tracing,
 } from "./tracing.js";
+import { newSpanId, newTraceId } from "./tracing-ids.js";
 import { createTracerProvider } from "./tracing-provider.js";
 import { readTracingSettings, type TracingEnv } from "./tracing-settings.js";
 import { RecordedSpan, type SpanSink } from "./tracing-span.js";
@@ -272,11 +273,7 @@ class UnrecordedServerSpan implements ServerSpan, ClientSpan {
   setPath(): void {}
 
   startClientSpan(): ClientSpan {
-    this.attemptTraceparent = traceparentOf(
-      this.traceId,
-      this.tracing.ids.generateSpanId(),
-      TraceFlags.NONE,
-    );
+    this.attemptTraceparent = traceparentOf(this.traceId, newSpanId(), TraceFlags.NONE);
     return this;
   }
 
@@ -297,7 +294,6 @@ class UnrecordedServerSpan implements ServerSpan, ClientSpan {
 
 class SdkTracing implements Tracing {
   readonly enabled = true;
-  readonly ids = new RandomIdGenerator();
   private readonly origins = new Map<string, OriginFacts | null>();
 
   constructor(
@@ -320,8 +316,8 @@ class SdkTracing implements Tracing {
         : propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
     const parentSpan = trace.getSpanContext(parent);
     const continued = parentSpan !== undefined && trace.isSpanContextValid(parentSpan);
-    const traceId = continued ? parentSpan.traceId : this.ids.generateTraceId();
-    const spanId = this.ids.generateSpanId();
+    const traceId = continued ? parentSpan.traceId : newTraceId();
+    const spanId = newSpanId();
     const method = req.method ?? "GET";
     const sampling = this.sampler.shouldSample(
       parent,
@@ -384,7 +380,7 @@ class SdkTracing implements Tracing {
     const parent = server.span.spanContext();
     const context: SpanContext = {
       traceId: parent.traceId,
-      spanId: this.ids.generateSpanId(),
+      spanId: newSpanId(),
       traceFlags: parent.traceFlags,
       traceState: parent.traceState,
     };
