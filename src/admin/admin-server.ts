@@ -1,7 +1,9 @@
 /**
  * The admin listener (its own port, never the proxy's): probes for Kubernetes, Prometheus
  * metrics, a status page, and /quitquitquit for Jobs whose sidecar must end with the app
- * (Envoy and Istio use the same path). Builds the fastify instance; never listens itself.
+ * (Envoy and Istio use the same path). Builds the fastify instance; never listens itself: the
+ * admin listener (admin-listener.ts) loads this module on the first request its fast path does
+ * not answer, and hands such requests to the instance's `routing`.
  */
 
 import Fastify, { type FastifyInstance } from "fastify";
