@@ -1,75 +1,20 @@
 /**
  * The admin listener (its own port, never the proxy's): probes for Kubernetes, Prometheus
  * metrics, a status page, and /quitquitquit for Jobs whose sidecar must end with the app
- * (Envoy and Istio use the same path). Builds the fastify instance; never listens itself.
+ * (Envoy and Istio use the same path). Builds the fastify instance; never listens itself: the
+ * admin listener (admin-listener.ts) loads this module on the first request its fast path does
+ * not answer, and hands such requests to the instance's `routing`.
  */
 
 import Fastify, { type FastifyInstance } from "fastify";
-import type { CallersStatus } from "../callers/caller-types.js";
-import type { Denial } from "../callers/denial-log.js";
-import type { CaSummary } from "../config/intercept-ca.js";
-import type { ProxyConfig, UpstreamConfig } from "../config/proxy-config.js";
-import type { Lifecycle } from "../lifecycle.js";
-import type { Logger } from "../observability/logger.js";
-import type { Metrics } from "../observability/metrics.js";
-import type { RateLimitStatus } from "../pacing/pacing-status.js";
-import type { TokenStatus } from "../token/token-provider.js";
-import type { TokenMode } from "../token/token-registry.js";
+import type { AdminServerDeps } from "./admin-deps.js";
+import { ADMIN_HEADERS, type AdminProbes, createAdminProbes, PROBE_PATHS } from "./admin-probes.js";
 import { LAZY_SCHEMA_COMPILERS } from "./lazy-schema-compilers.js";
 import { quitRefusal } from "./quit-guard.js";
-import type { ReadinessCondition } from "./readiness.js";
-import { createScrubber, type Scrubber } from "./redact.js";
 import { interceptStatus } from "./status-intercept.js";
-import type { LastReload } from "./status-report.js";
 import { registerStatusRoutes } from "./status-routes.js";
 
-export interface AdminServerDeps {
-  config: ProxyConfig;
-  /** Upstreams to report, in display order. */
-  upstreamNames: readonly string[];
-  upstreams: readonly UpstreamConfig[];
-  /** Secret-free token status of one upstream (token registry). */
-  tokenStatus(upstreamName: string): TokenStatus;
-  lifecycle: Lifecycle;
-  metrics: Metrics;
-  logger: Logger;
-  /** Called once, after the 202 of the first accepted POST /quitquitquit was sent. */
-  onQuit: () => void;
-  startedAtWallMs: number;
-  version: string;
-  /** Wall clock; default Date.now. */
-  now?: () => number;
-  /**
-   * State of the Redis shared token cache ("up", "down", "connecting"), when `tokenCache.redis`
-   * is configured; /status shows it. Without it /status has no shared-cache entry.
-   */
-  sharedCacheState?: () => string;
-  /** How an upstream's token is fetched (token registry); default: its config's token.prefetch. */
-  tokenMode?: (upstreamName: string) => TokenMode;
-  /** Readiness conditions besides tokens and the lifecycle (e.g. sustained overload). */
-  readinessConditions?: () => readonly ReadinessCondition[];
-  /** Monotonic clock of the request rates; default performance.now. */
-  monotonicNow?: () => number;
-  /**
-   * The upstreams to report now, in display order, when they can change (a reload swaps the
-   * list); default: `upstreamNames` resolved once.
-   */
-  currentUpstreams?: () => readonly UpstreamConfig[];
-  /** The readiness policy now (a reload may change it); default `config.readiness`. */
-  currentReadiness?: () => ProxyConfig["readiness"];
-  /** The limits now (a reload may change them); default `config.limits`. */
-  currentLimits?: () => ProxyConfig["limits"];
-  /** The last configuration reload, shown on /status. */
-  lastReload?: () => LastReload | undefined;
-  /** Recent refusals by `upstreams[].allow`, shown on /status. */
-  callerDenials?: () => Denial[];
-  /** The callers room's state (users file, password checks, blocks), shown on /status. */
-  callersStatus?: () => CallersStatus | undefined;
-  /** An upstream's pacing (limit, queue, pause, retry budget) for /status; undefined: none. */
-  rateLimitStatus?: (upstreamName: string) => RateLimitStatus | undefined;
-  /** The interception CA once loaded (`intercept`); /status shows its public facts. */
-  interceptCa?: () => CaSummary | undefined;
-}
+export type { AdminServerDeps } from "./admin-deps.js";
 
 /** The admin endpoints, listed in 404 answers so a mistyped probe path is easy to fix. */
 export const ADMIN_ENDPOINTS = [
@@ -82,22 +27,17 @@ export const ADMIN_ENDPOINTS = [
   "POST /quitquitquit",
 ] as const;
 
-/** Build the admin fastify instance (not listening; the caller calls `listen`). */
-export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
+/**
+ * Build the admin fastify instance (not listening; the caller calls `listen`, or hands it
+ * requests: admin-listener.ts). `probes`: the probe answers and state it shares with the
+ * listener's fast path; built from `deps` when not given.
+ */
+export function createAdminServer(
+  deps: AdminServerDeps,
+  probes: AdminProbes = createAdminProbes(deps),
+): FastifyInstance {
   const now = deps.now ?? Date.now;
-  const startConfigs = resolveUpstreams(deps);
-  const upstreamsNow = deps.currentUpstreams ?? (() => startConfigs);
-  // Rebuilt when a reload swaps the upstream list: new inline secrets must be scrubbed too.
-  let scrubbedFor: readonly UpstreamConfig[] | undefined;
-  let scrubber: Scrubber = createScrubber([...deps.config.upstreams, ...deps.upstreams]);
-  const scrub: Scrubber = (text) => {
-    const current = upstreamsNow();
-    if (deps.currentUpstreams && current !== scrubbedFor) {
-      scrubbedFor = current;
-      scrubber = createScrubber([...deps.config.upstreams, ...deps.upstreams, ...current]);
-    }
-    return scrubber(text);
-  };
+  const { scrub, snapshot } = probes;
   // Probes hit this every few seconds: only warnings and errors are worth a log line (the warn
   // level also silences fastify's per-request info lines).
   const app = Fastify({
@@ -121,47 +61,25 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     }
   });
 
-  const configModes = new Map(
-    startConfigs.map((c): [string, TokenMode] => [
-      c.name,
-      { mode: c.tokenPolicy.prefetch ? "prefetch" : "lazy", decidedBy: "token.prefetch" },
-    ]),
-  );
-  const modeOf = deps.tokenMode ?? ((name: string): TokenMode => configModes.get(name)!);
-  const snapshot = () =>
-    upstreamsNow().map((config) => ({
-      config,
-      status: deps.tokenStatus(config.name),
-      mode: modeOf(config.name),
-      rateLimitOf: deps.rateLimitStatus,
-    }));
-
   app.addHook("onSend", async (_request, reply) => {
-    // Admin answers are live data; only the status page's content-named files may be cached.
-    if (!reply.hasHeader("cache-control")) reply.header("cache-control", "no-store");
-    reply.header("x-content-type-options", "nosniff");
+    // Only the status page's content-named files may be cached (they set their own).
+    if (!reply.hasHeader("cache-control"))
+      reply.header("cache-control", ADMIN_HEADERS["cache-control"]);
+    reply.header("x-content-type-options", ADMIN_HEADERS["x-content-type-options"]);
   });
 
-  app.get("/livez", async () => ({ status: "ok" }));
-
-  app.get("/startup", async (_request, reply) => {
-    const started = deps.lifecycle.started;
-    return reply.code(started ? 200 : 503).send({ status: started ? "started" : "starting" });
-  });
-
-  app.get("/metrics", async (_request, reply) => {
-    updateExpiryGauge(deps.metrics, snapshot());
-    const text = await deps.metrics.registry.metrics();
-    return reply.type(deps.metrics.registry.contentType).send(text);
-  });
+  // The same answers as the listener's fast path, which serves them without this instance.
+  for (const path of PROBE_PATHS) {
+    app.get(path, async (_request, reply) => {
+      const answer = await probes.answer(path);
+      return reply.code(answer.statusCode).type(answer.contentType).send(answer.body);
+    });
+  }
 
   registerStatusRoutes(app, {
     snapshot,
     readiness: deps.config.readiness,
-    readinessConditions: () => [
-      overloadCondition(deps.lifecycle, deps.config.limits.sustainedOverloadMs),
-      ...(deps.readinessConditions?.() ?? []),
-    ],
+    readinessConditions: probes.readinessConditions,
     lifecycle: deps.lifecycle,
     metrics: deps.metrics,
     scrub,
@@ -177,7 +95,7 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
     intercept: () =>
       deps.config.intercept === undefined
         ? undefined
-        : interceptStatus(deps.interceptCa?.(), upstreamsNow(), now()),
+        : interceptStatus(deps.interceptCa?.(), probes.upstreams(), now()),
     currentLimits: deps.currentLimits ?? (() => deps.config.limits),
   });
 
@@ -232,38 +150,6 @@ export function createAdminServer(deps: AdminServerDeps): FastifyInstance {
   return app;
 }
 
-/**
- * Set the expiry gauge from the token statuses at scrape time, so it is right whether or not the
- * token engine sets it; upstreams without a token lose the series instead of showing a stale one.
- */
-function updateExpiryGauge(
-  metrics: Metrics,
-  statuses: readonly { config: UpstreamConfig; status: TokenStatus }[],
-): void {
-  for (const { config, status } of statuses) {
-    const usable = status.state === "valid" || status.state === "degraded";
-    if (usable && status.expiresAtWallMs !== undefined) {
-      metrics.tokenExpiryTimestampSeconds.set(
-        { upstream: config.name },
-        Math.floor(status.expiresAtWallMs / 1000),
-      );
-    } else {
-      metrics.tokenExpiryTimestampSeconds.remove({ upstream: config.name });
-    }
-  }
-}
-
-// Every name must have a config: a mismatch is a wiring bug, so fail when the server is built.
-function resolveUpstreams(deps: AdminServerDeps): UpstreamConfig[] {
-  const byName = new Map([...deps.config.upstreams, ...deps.upstreams].map((u) => [u.name, u]));
-  return deps.upstreamNames.map((name) => {
-    const config = byName.get(name);
-    if (!config)
-      throw new TypeError(`admin server: no config for upstream ${JSON.stringify(name)}`);
-    return config;
-  });
-}
-
 function statusOf(error: unknown): number {
   const code = (error as { statusCode?: unknown } | null)?.statusCode;
   return typeof code === "number" && code >= 400 && code < 600 ? code : 500;
@@ -271,19 +157,4 @@ function statusOf(error: unknown): number {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : "bad request";
-}
-
-/**
- * Sustained overload (base/process-load.ts): refusals over limits.maxInFlight for
- * limits.sustainedOverload make the replica unready, so a gateway sheds load to its peers.
- */
-function overloadCondition(lifecycle: Lifecycle, sustainedMs: number): ReadinessCondition {
-  const overloaded = lifecycle.load.overloadedFor(sustainedMs);
-  return {
-    name: "overload",
-    ready: !overloaded,
-    reason: overloaded
-      ? `requests have been refused over limits.maxInFlight for ${sustainedMs} ms`
-      : "keeping up",
-  };
 }

@@ -1,5 +1,5 @@
 /**
- * /readyz and /status with its page: the JSON snapshot (filters and paging), the HTML page, the
+ * /status with its page: the JSON snapshot (filters and paging), the HTML page, the
  * fragment the page fetches every few seconds to refresh in place, one upstream's detail, and
  * the page's own script and stylesheet (same-origin files: the CSP allows nothing inline).
  */
@@ -11,12 +11,7 @@ import type { LimitsConfig, ReadinessConfig } from "../config/proxy-config.js";
 import type { Lifecycle } from "../lifecycle.js";
 import type { Metrics } from "../observability/metrics.js";
 import { waitingStatus } from "../pacing/pacing-status.js";
-import {
-  blocksReadiness,
-  evaluateReadiness,
-  type Readiness,
-  type ReadinessCondition,
-} from "./readiness.js";
+import { blocksReadiness, type ReadinessCondition } from "./readiness.js";
 import { type Scrubber, scrubDeep } from "./redact.js";
 import { STATUS_PAGE_SCRIPT } from "./status-assets/page-script.js";
 import { STATUS_PAGE_STYLE } from "./status-assets/page-style.js";
@@ -76,18 +71,6 @@ export interface StatusRoutesDeps {
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
   const readinessNow = () => deps.currentReadiness?.() ?? deps.readiness;
-  const readiness = (snapshot: readonly UpstreamSnapshot[]): Readiness =>
-    evaluateReadiness({
-      phase: deps.lifecycle.phase,
-      requireTokens: readinessNow().requireTokens,
-      upstreams: snapshot.map(({ config, status, mode }) => ({
-        name: config.name,
-        mode: mode.mode,
-        status,
-      })),
-      conditions: deps.readinessConditions?.() ?? [],
-    });
-
   /** The /readyz verdict without building its body (for /status on every refresh). */
   const isReady = (snapshot: readonly UpstreamSnapshot[]): boolean =>
     deps.lifecycle.phase === "running" &&
@@ -143,11 +126,6 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDep
     );
     return scrubDeep(detail, deps.scrub);
   }
-
-  app.get("/readyz", async (_request, reply) => {
-    const result = readiness(deps.snapshot());
-    return reply.code(result.statusCode).send(scrubDeep(result.body, deps.scrub));
-  });
 
   app.get("/status", async (request, reply) => {
     reply.header("vary", "accept");

@@ -4,7 +4,7 @@
  * runs it; tests build it with port 0. Each step lives beside it in `app/`.
  */
 import type { AddressInfo } from "node:net";
-import type { FastifyInstance } from "fastify";
+import type { AdminListener } from "../admin/admin-listener.js";
 import type { ProxyConfig } from "../config/proxy-config.js";
 import { createLifecycle, type Lifecycle } from "../lifecycle.js";
 import type { Logger } from "../observability/logger.js";
@@ -41,7 +41,8 @@ export interface App {
   lifecycle: Lifecycle;
   metrics: Metrics;
   tokens: TokenRegistry;
-  admin: FastifyInstance;
+  /** The admin listener: probes and /metrics itself, the rest by fastify built on first use. */
+  admin: AdminListener;
   proxies: readonly ProxyServer[];
   /** The interception CA and its leaf certificates (`intercept`); loaded by `listen()`. */
   intercept: InterceptSource;

@@ -1,6 +1,6 @@
 /** listen and close: bind every listener and start the tokens; release everything in order. */
 import type { AddressInfo } from "node:net";
-import type { FastifyInstance } from "fastify";
+import type { AdminListener } from "../admin/admin-listener.js";
 import type { ProxyConfig } from "../config/proxy-config.js";
 import type { Lifecycle } from "../lifecycle.js";
 import { toListenError } from "../net/listen-error.js";
@@ -24,7 +24,7 @@ export function createRunControl(deps: {
   callerSources: CallerSources;
   intercept: InterceptSource;
   proxies: ProxyServers;
-  admin: FastifyInstance;
+  admin: AdminListener;
   reloader: Reloader;
   lifecycle: Lifecycle;
 }): RunControl {
@@ -49,10 +49,9 @@ export function createRunControl(deps: {
         );
       }
       const { host, port } = config.admin;
-      await admin.listen({ host, port }).catch((error: unknown) => {
+      const adminAddress = await admin.listen({ host, port }).catch((error: unknown) => {
         throw toListenError(error, { kind: "admin" }, host, port);
       });
-      const adminAddress = admin.server.address() as AddressInfo;
       lifecycle.markRunning();
       live.generation.tokens.startEager();
       startupWatch = watchStartup(config, live.generation.tokens, lifecycle);
@@ -72,7 +71,7 @@ export function createRunControl(deps: {
     const results = await Promise.allSettled(
       proxies.servers.map((proxy) => proxy.close(timeoutMs)),
     );
-    results.push(...(await Promise.allSettled([admin.close()])));
+    results.push(...(await Promise.allSettled([admin.close(timeoutMs)])));
     live.generation.tokens.close();
     results.push(
       ...(await Promise.allSettled([

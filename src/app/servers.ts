@@ -1,6 +1,5 @@
-/** The proxy listener(s), one per listen address, and the admin server. */
-import type { FastifyInstance } from "fastify";
-import { createAdminServer } from "../admin/admin-server.js";
+/** The proxy listener(s), one per listen address, and the admin listener. */
+import { type AdminListener, createAdminListener } from "../admin/admin-listener.js";
 import type { LastReload } from "../admin/status-report.js";
 import type { CaSummary } from "../config/intercept-ca.js";
 import type { ListenSpec, ProxyConfig } from "../config/proxy-config.js";
@@ -98,9 +97,9 @@ export function buildAdminServer(
     interceptCa: () => CaSummary | undefined;
     onQuit: (() => void) | undefined;
   },
-): FastifyInstance {
+): AdminListener {
   const { sharedCache } = deps.sources;
-  return createAdminServer({
+  return createAdminListener({
     config,
     upstreamNames: config.upstreams.map((u) => u.name),
     upstreams: config.upstreams,

@@ -1,5 +1,6 @@
 import { Writable } from "node:stream";
 import type { FastifyInstance } from "fastify";
+import type { AdminServerDeps } from "../../src/admin/admin-deps.js";
 import { createAdminServer } from "../../src/admin/admin-server.js";
 import { fingerprint } from "../../src/base/fingerprint.js";
 import type { Denial } from "../../src/callers/denial-log.js";
@@ -64,6 +65,8 @@ export interface TestAdmin {
   quitCalls: () => number;
   /** Log lines the admin server wrote (JSON strings). */
   logLines: string[];
+  /** What `app` was built from: the admin listener under test takes the same (admin-listener.ts). */
+  deps: AdminServerDeps;
 }
 
 export interface TestAdminOptions {
@@ -82,6 +85,8 @@ export interface TestAdminOptions {
   monotonicNow?: () => number;
   /** Recent refusals by `allow`, newest first, as the caller gate's denial log keeps them. */
   callerDenials?: () => Denial[];
+  /** Node's process metrics on /metrics (default on); off, two scrapes give the same text. */
+  processMetrics?: boolean;
 }
 
 /** An admin server (not listening) over fake token statuses; close `app` after the test. */
@@ -100,7 +105,7 @@ export function buildTestAdmin(options: TestAdminOptions = {}): TestAdmin {
     lifecycle.markRunning();
   }
   if (phase === "draining") lifecycle.markDraining();
-  const metrics = createMetrics({ collectProcessMetrics: true });
+  const metrics = createMetrics({ collectProcessMetrics: options.processMetrics ?? true });
   const logLines: string[] = [];
   const destination = new Writable({
     write(chunk, _encoding, callback) {
@@ -109,7 +114,7 @@ export function buildTestAdmin(options: TestAdminOptions = {}): TestAdmin {
     },
   });
   let quits = 0;
-  const app = createAdminServer({
+  const deps: AdminServerDeps = {
     config,
     upstreamNames: upstreams.map((u) => u.name),
     upstreams,
@@ -136,6 +141,7 @@ export function buildTestAdmin(options: TestAdminOptions = {}): TestAdmin {
       : {}),
     ...(options.monotonicNow ? { monotonicNow: options.monotonicNow } : {}),
     ...(options.callerDenials ? { callerDenials: options.callerDenials } : {}),
-  });
-  return { app, lifecycle, metrics, statuses, config, quitCalls: () => quits, logLines };
+  };
+  const app = createAdminServer(deps);
+  return { app, lifecycle, metrics, statuses, config, quitCalls: () => quits, logLines, deps };
 }
