@@ -25,6 +25,13 @@ import {
   validStatus,
 } from "./helpers.js";
 
+/** What every JSON answer of the admin listener carries, fast path or fastify. */
+const ADMIN_JSON_HEADERS = {
+  "content-type": "application/json; charset=utf-8",
+  "cache-control": "no-store",
+  "x-content-type-options": "nosniff",
+};
+
 interface Answer {
   statusCode: number;
   headers: Record<string, string | string[] | undefined>;
@@ -190,11 +197,7 @@ describe("the admin listener: probes without fastify, the rest by fastify built 
     const { listener, origin } = await start({ statuses: { files: validStatus("t") } });
     const missing = await call(origin, "GET", "/healthz?x=1");
     expect(missing.statusCode).toBe(404);
-    expect(missing.headers).toMatchObject({
-      "content-type": "application/json; charset=utf-8",
-      "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-    });
+    expect(missing.headers).toMatchObject(ADMIN_JSON_HEADERS);
     expect(JSON.parse(missing.body).error).toMatchObject({
       code: "not_found",
       message: "no admin endpoint GET /healthz",
@@ -241,11 +244,7 @@ describe("the admin listener: probes without fastify, the rest by fastify built 
     });
     const failed = await call(origin, "GET", "/status");
     expect(failed.statusCode).toBe(500);
-    expect(failed.headers).toMatchObject({
-      "content-type": "application/json; charset=utf-8",
-      "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-    });
+    expect(failed.headers).toMatchObject(ADMIN_JSON_HEADERS);
     expect(JSON.parse(failed.body)).toEqual({
       error: { code: "internal_error", message: "admin endpoint failed" },
     });
