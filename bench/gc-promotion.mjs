@@ -49,7 +49,7 @@ const seconds = Number(values.duration);
 const [proxyCore, loadCore] = canPin() ? [0, 1] : [null, null];
 
 /** Sums the scavenges (`gc=s`) and counts the mark-compacts of a `--trace-gc-nvp` log. */
-export function readGcLog(text) {
+function readGcLog(text) {
   let promoted = 0;
   let scavenges = 0;
   let scavengeMs = 0;
@@ -140,11 +140,15 @@ try {
         ? []
         : values.variants.split(",");
   const variants = selectVariants(keys);
+  // The tracing variants' collector: one sink for the run, started when first asked (start-all.mjs).
+  let sink = null;
+  const otlpSink = () => {
+    sink ??= import("./lib/otlp-sink.mjs").then(({ startOtlpSink }) =>
+      startOtlpSink({ core: loadCore }),
+    );
+    return sink;
+  };
   for (const variant of variants) {
-    const otlpSink = async () => {
-      const { startOtlpSink } = await import("./lib/otlp-sink.mjs");
-      return startOtlpSink({ core: loadCore });
-    };
     rows.push(await measure(await startVariant({ variant, dir, control, startProxy, otlpSink })));
   }
   await control.close();

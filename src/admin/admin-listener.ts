@@ -23,6 +23,7 @@ import {
   ADMIN_HEADERS,
   type AdminProbes,
   createAdminProbes,
+  jsonAnswer,
   PROBE_PATHS,
   type ProbeAnswer,
   type ProbePath,
@@ -106,7 +107,7 @@ export function createAdminListener(
     if (probe !== undefined) {
       probes
         .answer(probe)
-        .then((answer) => writeProbe(req, res, answer, closing))
+        .then((answer) => writeAnswer(res, answer, closing, req.method === "HEAD"))
         .catch((error: unknown) => failed(res, error, "admin endpoint failed"));
       return;
     }
@@ -186,21 +187,24 @@ function probeOf(req: IncomingMessage): ProbePath | undefined {
   return PROBES.has(path) ? (path as ProbePath) : undefined;
 }
 
-/** The headers and body fastify's route sends for the same answer (HEAD: the headers alone). */
-function writeProbe(
-  req: IncomingMessage,
+/**
+ * `answer` with the headers fastify's route sends for it (`headOnly`, a HEAD: the headers
+ * alone); nothing once the response started or its client is gone.
+ */
+function writeAnswer(
   res: ServerResponse,
   answer: ProbeAnswer,
   closing: boolean,
+  headOnly = false,
 ): void {
-  if (res.destroyed) return;
+  if (res.headersSent || res.destroyed) return;
   res.writeHead(answer.statusCode, {
     "content-type": answer.contentType,
     ...ADMIN_HEADERS,
     "content-length": String(Buffer.byteLength(answer.body)),
     ...(closing ? { connection: "close" } : {}),
   });
-  res.end(req.method === "HEAD" ? undefined : answer.body);
+  res.end(headOnly ? undefined : answer.body);
 }
 
 /** The JSON error contract, as fastify's error handler in admin-server.ts answers it. */
@@ -210,13 +214,5 @@ function writeError(
   message: string,
   closing: boolean,
 ): void {
-  if (res.headersSent || res.destroyed) return;
-  const body = JSON.stringify({ error: { code, message } });
-  res.writeHead(PROXY_ERROR_STATUS[code], {
-    "content-type": "application/json; charset=utf-8",
-    ...ADMIN_HEADERS,
-    "content-length": String(Buffer.byteLength(body)),
-    ...(closing ? { connection: "close" } : {}),
-  });
-  res.end(body);
+  writeAnswer(res, jsonAnswer(PROXY_ERROR_STATUS[code], { error: { code, message } }), closing);
 }

@@ -34,6 +34,11 @@ export interface ProbeAnswer {
   body: string;
 }
 
+/** `body` as a JSON answer, as fastify's reply sends it. */
+export function jsonAnswer(statusCode: number, body: unknown): ProbeAnswer {
+  return { statusCode, contentType: JSON_TYPE, body: JSON.stringify(body) };
+}
+
 export interface AdminProbes {
   answer(path: ProbePath): Promise<ProbeAnswer>;
   /** The upstreams now (a reload swaps the list), in display order. */
@@ -82,16 +87,11 @@ export function createAdminProbes(deps: AdminServerDeps): AdminProbes {
   ];
   const readinessNow = () => deps.currentReadiness?.() ?? deps.config.readiness;
 
-  const json = (statusCode: number, body: unknown): ProbeAnswer => ({
-    statusCode,
-    contentType: JSON_TYPE,
-    body: JSON.stringify(body),
-  });
   const answers: Record<ProbePath, () => ProbeAnswer | Promise<ProbeAnswer>> = {
-    "/livez": () => json(200, { status: "ok" }),
+    "/livez": () => jsonAnswer(200, { status: "ok" }),
     "/startup": () => {
       const started = deps.lifecycle.started;
-      return json(started ? 200 : 503, { status: started ? "started" : "starting" });
+      return jsonAnswer(started ? 200 : 503, { status: started ? "started" : "starting" });
     },
     "/readyz": () => {
       const result = evaluateReadiness({
@@ -104,7 +104,7 @@ export function createAdminProbes(deps: AdminServerDeps): AdminProbes {
         })),
         conditions: readinessConditions(),
       });
-      return json(result.statusCode, scrubDeep(result.body, scrub));
+      return jsonAnswer(result.statusCode, scrubDeep(result.body, scrub));
     },
     "/metrics": async () => {
       updateExpiryGauge(deps.metrics, snapshot());
