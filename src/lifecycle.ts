@@ -23,6 +23,8 @@ export interface Lifecycle {
    */
   readonly waiting: WaitingRoom;
   markStarted(): void;
+  /** Calls `listener` once started (at once if it already is). */
+  onStarted(listener: () => void): void;
   markRunning(): void;
   markDraining(): void;
   markStopped(): void;
@@ -32,6 +34,7 @@ export interface Lifecycle {
 export function createLifecycle(): Lifecycle {
   let phase: LifecyclePhase = "starting";
   let started = false;
+  let startedListeners: (() => void)[] = [];
   const load = createProcessLoad();
   const upgrades = createProcessLoad();
   const waiting = createWaitingRoom();
@@ -46,7 +49,15 @@ export function createLifecycle(): Lifecycle {
       return started;
     },
     markStarted: () => {
+      if (started) return;
       started = true;
+      const listeners = startedListeners;
+      startedListeners = [];
+      for (const listener of listeners) listener();
+    },
+    onStarted: (listener) => {
+      if (started) listener();
+      else startedListeners.push(listener);
     },
     markRunning: () => {
       if (phase === "starting") phase = "running";

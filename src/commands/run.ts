@@ -1,5 +1,6 @@
 /** `bearer-proxy run`: load config, start, run until a signal or /quitquitquit. */
 import { displayUrl } from "../admin/redact.js";
+import { delayWasmTierUp, settleAfterStart } from "../base/start-memory.js";
 import { formatConfigError, loadConfigWithWarnings } from "../config/load.js";
 import type { ProxyConfig } from "../config/proxy-config.js";
 import { ConfigError, errorMessage, ListenError } from "../errors.js";
@@ -71,6 +72,8 @@ export async function runCommand(values: Values): Promise<number> {
   // SIGHUP reloads (below); until then, and during shutdown, it must not end the process
   // (Node's default for a signal nobody listens to).
   process.on("SIGHUP", ignoreSignal);
+  // Before the first token request compiles undici's parser (base/start-memory.ts).
+  delayWasmTierUp();
   const loaded = await loadOrReport(values);
   if (!loaded) return 1;
   const { config, warnings } = loaded;
@@ -78,6 +81,7 @@ export async function runCommand(values: Values): Promise<number> {
   for (const warning of warnings) logger.warn(warning);
   try {
     const running = await startProxy(config, { logger, handleSignals: true });
+    settleAfterStart(running.app.lifecycle, logger);
     // Before the announcement: once the ports are out, a SIGHUP must already reload.
     const watcher = await reloadOnChange({
       app: running.app,
