@@ -208,8 +208,8 @@ function targetText(c) {
   }
   if (c.minRatio === null || c.ceiling === null) return "";
   return c.ceiling < c.minRatio
-    ? `; target ≥ ${c.minRatio}× (req/s): the floor alone puts it out of reach`
-    : `; target ≥ ${c.minRatio}× (req/s): within the floor's reach`;
+    ? `; target ≥ ${c.minRatio}× (req/s): the floor alone rules it out`
+    : `; target ≥ ${c.minRatio}× (req/s): the floor allows it`;
 }
 
 /**

@@ -148,11 +148,11 @@ describe("variant floors", () => {
       );
       expect(text).toMatch(/- callers-basic: floor 0\.20 µs \(caller-basic\), added 2\.0 µs/);
       expect(text).toContain(
-        "ceiling 1.00×, measured 0.96× per CPU-s (0.96–0.96); target ≥ 0.97× (req/s): within the floor's reach",
+        "ceiling 1.00×, measured 0.96× per CPU-s (0.96–0.96); target ≥ 0.97× (req/s): the floor allows it",
       );
       const dear = { ...floors, rows: { ...floors.rows, "caller-basic": row("caller-basic", 5) } };
       expect(floorMarkdown(floorCosts(gateCells, all, dear), dear)).toContain(
-        "target ≥ 0.97× (req/s): the floor alone puts it out of reach",
+        "target ≥ 0.97× (req/s): the floor alone rules it out",
       );
     });
   });
