@@ -24,8 +24,12 @@
  *   (median over rounds), checked in lib/targets.mjs like issue 8's targets. Without one the
  *   variant is *report only*: its ratio is measured and shown (target "—", result "report
  *   only"), never PASS or FAIL, and never counts toward the exit status (`--strict` included).
- * - `floor`: the bench/feature-floor.mjs row that is the feature's own work (lib/variant-floor.mjs
- *   runs it after the matrix and reports the variant's added CPU per request against it);
+ * - `floor`: the feature's own work in a loop (lib/variant-floor.mjs runs it after the matrix and
+ *   reports the variant's added CPU per request against it, and the ratio ceiling it implies):
+ *   a bench/feature-floor.mjs row's key, or `{script: "gate-floor", row, minus?, plusVariant?}`
+ *   for a bench/gate-floor.mjs row, less the `minus` row (what plain pays at the same gate),
+ *   plus the added CPU the `plusVariant` variant measured in the same run (the bytes of the
+ *   feature's header, when that variant ran);
  *   `maxFloorMultiple`: a target on that multiple (added ÷ floor, median over rounds), checked
  *   like `minRatio` (a variant has one or the other, or neither).
  * Variants run the `VARIANT_CASE` only (the cheapest request, where a per-request cost shows
@@ -51,6 +55,7 @@ export const BEARER_PROXY_VARIANTS = [
     label: "caller allowed by `user` (Basic, bcrypt cost 10)",
     issue: "#23, #33",
     minRatio: 0.97,
+    floor: { script: "gate-floor", row: "caller-basic" },
     prepare: prepareCallersBasic,
   },
   {
@@ -58,6 +63,8 @@ export const BEARER_PROXY_VARIANTS = [
     label: "caller allowed by `serviceAccount` (Bearer ES256 JWT, JWKS file)",
     issue: "#23, #33",
     minRatio: 0.95,
+    // The check, and what node:http pays for the ~0.9 KiB header (sa-header-open, this run).
+    floor: { script: "gate-floor", row: "caller-sa", plusVariant: "sa-header-open" },
     prepare: prepareCallersServiceAccount,
   },
   {
@@ -81,6 +88,8 @@ export const BEARER_PROXY_VARIANTS = [
     label: "a rateLimit that never binds (1,000,000/s, burst 0): the pacing gate's own cost",
     issue: "#26",
     minRatio: 0.95,
+    // Plain pays the open gate (an unlimited pacer) already.
+    floor: { script: "gate-floor", row: "pacing-limit", minus: "pacing-open" },
     prepare: async () => ({
       configure: (config) => ({
         ...config,
@@ -139,6 +148,16 @@ async function prepareDpop() {
 }
 
 export const ALL_VARIANTS = BEARER_PROXY_VARIANTS.map((v) => v.key);
+
+/**
+ * A variant's `floor` as `{script, row, minus?, plusVariant?}` (a bare key is a
+ * bench/feature-floor.mjs row), or undefined without one.
+ */
+export function floorSpec(variant) {
+  const { floor } = variant;
+  if (floor === undefined) return undefined;
+  return typeof floor === "string" ? { script: "feature-floor", row: floor } : floor;
+}
 
 /** The competitor key a variant is measured under. */
 export function variantCompetitorKey(variantKey) {

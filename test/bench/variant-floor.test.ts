@@ -12,8 +12,11 @@ interface Spread {
 }
 interface FloorCost {
   variant: string;
+  floorUs: number;
   addedUs: Spread;
   multiple: Spread;
+  perCpu: Spread;
+  ceiling: number | null;
   maxMultiple: number | null;
 }
 interface Check {
@@ -41,12 +44,18 @@ const cell = (competitor: string, round: number, us: number) => ({
   cpuSecondsPer10k: us / 100,
 });
 
+const row = (key: string, median: number) => ({ key, label: key, cpuUs: { median, min: median } });
 const floors = {
   node: "v0.0.0",
   rounds: 5,
+  scripts: { "feature-floor": { rounds: 5 }, "gate-floor": { rounds: 5 } },
   rows: {
-    "dpop-es256": { key: "dpop-es256", label: "proof", cpuUs: { median: 20, min: 19 } },
-    "tracing-ratio-0.1": { key: "tracing-ratio-0.1", label: "pair", cpuUs: { median: 2, min: 2 } },
+    "dpop-es256": row("dpop-es256", 20),
+    "tracing-ratio-0.1": row("tracing-ratio-0.1", 2),
+    "pacing-open": row("pacing-open", 0.1),
+    "pacing-limit": row("pacing-limit", 0.3),
+    "caller-sa": row("caller-sa", 0.25),
+    "caller-basic": row("caller-basic", 0.2),
   },
 };
 
@@ -75,10 +84,77 @@ describe("variant floors", () => {
     expect(sampled.addedUs.median).toBeCloseTo(2.5, 6);
     expect(sampled.multiple.median).toBeCloseTo(1.25, 6);
 
+    // Plain's median 50 µs: 50 / (50 + 20).
+    expect(dpop.ceiling).toBeCloseTo(50 / 70, 6);
+    expect(dpop.perCpu.median).toBeCloseTo(60 / 90, 6);
+
     const line = floorMarkdown(costs, floors)!;
+    expect(line).toContain("bench/feature-floor.mjs 5 rounds, bench/gate-floor.mjs 5 rounds");
     expect(line).toContain("- dpop: floor 20.0 µs (dpop-es256), added 26.0 µs (24.0–30.0)");
-    expect(line).toContain("1.30× the floor (1.20–1.50); target ≤ 1.3×: PASS");
+    expect(line).toContain("1.30× the floor (1.20–1.50); ceiling 0.71×, measured 0.67× per CPU-s");
+    expect(line).toContain("target ≤ 1.3×: PASS");
     expect(line).toContain("- tracing-sampled: floor 2.0 µs (tracing-ratio-0.1), added 2.5 µs");
+  });
+
+  describe("gate floors (bench/gate-floor.mjs rows)", () => {
+    const gateCells = [
+      cell("bearer-proxy", 1, 50),
+      cell("bearer-proxy+rate-limit", 1, 51), // +1
+      cell("bearer-proxy+callers-sa", 1, 53), // +3
+      cell("bearer-proxy+sa-header-open", 1, 50.4), // +0.4
+      cell("bearer-proxy+callers-basic", 1, 52), // +2
+      cell("bearer-proxy", 2, 50),
+      cell("bearer-proxy+rate-limit", 2, 51),
+      cell("bearer-proxy+callers-sa", 2, 53),
+      cell("bearer-proxy+sa-header-open", 2, 50.6), // +0.6
+      cell("bearer-proxy+callers-basic", 2, 52),
+    ];
+    const all = selectVariants(["callers-basic", "callers-sa", "sa-header-open", "rate-limit"]);
+    const costs = floorCosts(gateCells, all, floors);
+    const cost = (key: string) => costs.find((c) => c.variant === key)!;
+
+    it("takes a rate limit's floor less what plain pays at the same gate", () => {
+      expect(cost("rate-limit").floorUs).toBeCloseTo(0.2, 6);
+      expect(cost("rate-limit").multiple.median).toBeCloseTo(5, 6);
+      expect(cost("rate-limit").ceiling).toBeCloseTo(50 / 50.2, 6);
+    });
+
+    it("adds the service-account header's bytes, as sa-header-open measured them", () => {
+      expect(cost("callers-sa").floorUs).toBeCloseTo(0.25 + 0.5, 6);
+      expect(cost("callers-basic").floorUs).toBeCloseTo(0.2, 6);
+      expect(cost("callers-basic").perCpu.median).toBeCloseTo(50 / 52, 6);
+      // sa-header-open has no floor of its own: no line.
+      expect(costs.map((c) => c.variant).sort()).toEqual([
+        "callers-basic",
+        "callers-sa",
+        "rate-limit",
+      ]);
+      const without = floorCosts(
+        gateCells.filter((c) => !c.competitor.endsWith("sa-header-open")),
+        all,
+        floors,
+      );
+      expect(without.find((c) => c.variant === "callers-sa")!.floorUs).toBeCloseTo(0.25, 6);
+      expect(floorMarkdown(without, floors)).toContain("sa-header-open not run");
+    });
+
+    it("writes each floor with what it is made of and its ceiling against the target", () => {
+      const text = floorMarkdown(costs, floors)!;
+      expect(text).toContain(
+        "- rate-limit: floor 0.20 µs (pacing-limit 0.30 − pacing-open 0.10), added 1.0 µs (1.0–1.0) on plain's 50.0 µs",
+      );
+      expect(text).toContain(
+        "- callers-sa: floor 0.75 µs (caller-sa 0.25 + the header's bytes 0.50 (sa-header-open's added CPU))",
+      );
+      expect(text).toMatch(/- callers-basic: floor 0\.20 µs \(caller-basic\), added 2\.0 µs/);
+      expect(text).toContain(
+        "ceiling 1.00×, measured 0.96× per CPU-s (0.96–0.96); target ≥ 0.97× (req/s): the floor allows it",
+      );
+      const dear = { ...floors, rows: { ...floors.rows, "caller-basic": row("caller-basic", 5) } };
+      expect(floorMarkdown(floorCosts(gateCells, all, dear), dear)).toContain(
+        "target ≥ 0.97× (req/s): the floor alone rules it out",
+      );
+    });
   });
 
   it("judges DPoP on the multiple, the tracing variants on req/s", () => {
