@@ -51,6 +51,14 @@ export const PLAIN = "bearer-proxy";
 
 export const BEARER_PROXY_VARIANTS = [
   {
+    // Report only: plain's own config in a variant's slot. Its ratio to plain is the run's
+    // noise band: a variant within it of its target is the machine, not the feature (issue 33).
+    key: "aa-plain",
+    label: "plain bearer-proxy again, in a variant's slot (A/A control: the run's noise)",
+    issue: "#33",
+    prepare: async () => ({ configure: (config) => config, headers: {} }),
+  },
+  {
     key: "callers-basic",
     label: "caller allowed by `user` (Basic, bcrypt cost 10)",
     issue: "#23, #33",
