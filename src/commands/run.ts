@@ -1,6 +1,5 @@
 /** `bearer-proxy run`: load config, start, run until a signal or /quitquitquit. */
 import { displayUrl } from "../admin/redact.js";
-import { delayWasmTierUp, settleAfterStart } from "../base/start-memory.js";
 import { formatConfigError, loadConfigWithWarnings } from "../config/load.js";
 import type { ProxyConfig } from "../config/proxy-config.js";
 import { ConfigError, errorMessage, ListenError } from "../errors.js";
@@ -9,6 +8,7 @@ import { createLogger, type Logger } from "../observability/logger.js";
 import { reloadOnChange } from "../reload/reload-on-change.js";
 import { configFileFrom, configFlagsFrom } from "./config-flags.js";
 import { cannotListen, runListenHint } from "./listen-hints.js";
+import { delayWasmTierUp, settleAfterStart } from "./start-memory.js";
 
 type Values = Record<string, string | boolean | undefined>;
 
@@ -72,7 +72,7 @@ export async function runCommand(values: Values): Promise<number> {
   // SIGHUP reloads (below); until then, and during shutdown, it must not end the process
   // (Node's default for a signal nobody listens to).
   process.on("SIGHUP", ignoreSignal);
-  // Before the first token request compiles undici's parser (base/start-memory.ts).
+  // Before the first token request compiles undici's parser (commands/start-memory.ts).
   delayWasmTierUp();
   const loaded = await loadOrReport(values);
   if (!loaded) return 1;

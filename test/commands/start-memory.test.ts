@@ -1,5 +1,5 @@
 /**
- * base/start-memory.ts: the young generation an idle process gives back once started, and the
+ * commands/start-memory.ts: the young generation an idle process gives back once started, and the
  * WebAssembly tier-up (undici's parser) that waits for real traffic. Real V8, real undici: the
  * tier-up is watched in a child process through V8's own compile trace.
  */
@@ -9,7 +9,7 @@ import { Writable } from "node:stream";
 import { promisify } from "node:util";
 import { getHeapSpaceStatistics } from "node:v8";
 import { describe, expect, it } from "vitest";
-import { settleAfterStart } from "../../src/base/start-memory.js";
+import { settleAfterStart } from "../../src/commands/start-memory.js";
 import { createLifecycle } from "../../src/lifecycle.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { waitFor } from "../helpers/wait.js";
@@ -106,7 +106,7 @@ describe("settleAfterStart", () => {
 
 describe("delayWasmTierUp", () => {
   const run = promisify(execFile);
-  const startMemory = resolve(import.meta.dirname, "../../dist/base/start-memory.js");
+  const startMemory = resolve(import.meta.dirname, "../../dist/commands/start-memory.js");
   // Two responses of a token's size through undici, as a start's token request and a refresh
   // (a third tiers up on either budget: that is the first real traffic); then a pause for V8's
   // background compile to finish and print.
