@@ -78,7 +78,7 @@ export function createAdminServer(
 
   registerStatusRoutes(app, {
     snapshot,
-    readiness: deps.config.readiness,
+    readinessNow: probes.readinessNow,
     readinessConditions: probes.readinessConditions,
     lifecycle: deps.lifecycle,
     metrics: deps.metrics,
@@ -91,7 +91,6 @@ export function createAdminServer(
     lastReload: deps.lastReload,
     callerDenials: deps.callerDenials,
     callersStatus: deps.callersStatus,
-    currentReadiness: deps.currentReadiness,
     intercept: () =>
       deps.config.intercept === undefined
         ? undefined

@@ -42,9 +42,8 @@ const PAGE_ROWS = 50;
 export interface StatusRoutesDeps {
   /** Every upstream's config, token status and mode, in config order. */
   snapshot(): UpstreamSnapshot[];
-  readiness: ReadinessConfig;
-  /** The readiness policy now, when a reload can change it; default `readiness`. */
-  currentReadiness?: (() => ReadinessConfig) | undefined;
+  /** The readiness policy now (a reload may change it): admin-probes.ts' `readinessNow`. */
+  readinessNow(): ReadinessConfig;
   /** Other readiness conditions (e.g. sustained overload); none by default. */
   readinessConditions?: () => readonly ReadinessCondition[];
   lifecycle: Lifecycle;
@@ -70,7 +69,7 @@ export interface StatusRoutesDeps {
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusRoutesDeps): void {
-  const readinessNow = () => deps.currentReadiness?.() ?? deps.readiness;
+  const { readinessNow } = deps;
   /** The /readyz verdict without building its body (for /status on every refresh). */
   const isReady = (snapshot: readonly UpstreamSnapshot[]): boolean =>
     deps.lifecycle.phase === "running" &&
