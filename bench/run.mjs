@@ -21,6 +21,7 @@ import { describeEnvironment } from "./lib/environment.mjs";
 import { LATENCY_CASE, measureCell, THROUGHPUT_CASES } from "./lib/measure.mjs";
 import { canPin, pinProcess, stopAllChildren } from "./lib/processes.mjs";
 import { renderMarkdown } from "./lib/report.mjs";
+import { restartAll } from "./lib/restart.mjs";
 import { parseSettings } from "./lib/settings.mjs";
 import { startAll } from "./lib/start-all.mjs";
 import { spread, summarize } from "./lib/summarize.mjs";
@@ -73,6 +74,9 @@ async function runMatrix(competitors, settings, ctx, problems) {
   ];
   const cells = [];
   for (let round = 1; round <= settings.rounds; round++) {
+    if (settings.fresh && round > 1) {
+      await warmUp(await restartAll(competitors, { log, problems }), settings, ctx);
+    }
     for (const caseDef of cases) {
       for (const competitor of competitors) {
         if (competitor.isDead()) continue;
@@ -206,6 +210,7 @@ async function main() {
       startedAt,
       smoke: settings.smoke,
       rounds: settings.rounds,
+      fresh: settings.fresh,
       durationS: settings.durationS,
       connections: settings.connections,
       rate: settings.rate,

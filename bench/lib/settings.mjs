@@ -17,6 +17,9 @@ export const ALL_CASES = ["small", "post64k", "early", "get1m", "latency"];
 const USAGE = `usage: node bench/run.mjs [--smoke] [options]
   --smoke                 CI mode: 1 round, 1 s cells, cases small,early,latency
   --rounds N              interleaved rounds (full: 3)
+  --fresh                 start bearer-proxy, its variants and the Node baselines again (and
+                          warm them up) before every round after the first: one process's JIT
+                          and memory-layout luck becomes one round's, shown as spread
   --duration S            seconds per throughput cell (full: 10)
   --connections N         closed-loop connections (50)
   --rate R                fixed-rate latency case, req/s (2000)
@@ -69,6 +72,7 @@ export function parseSettings(argv) {
       options: {
         smoke: { type: "boolean", default: false },
         rounds: { type: "string" },
+        fresh: { type: "boolean", default: false },
         duration: { type: "string" },
         connections: { type: "string", default: "50" },
         rate: { type: "string", default: "2000" },
@@ -102,6 +106,7 @@ export function parseSettings(argv) {
   return {
     smoke,
     rounds: Math.round(positive(values.rounds ?? (smoke ? 1 : 3), "rounds")),
+    fresh: values.fresh,
     durationS: positive(values.duration ?? (smoke ? 1 : 10), "duration"),
     connections: Math.round(positive(values.connections, "connections")),
     rate: positive(values.rate, "rate"),

@@ -15,8 +15,12 @@ import {
   startUndiciForwarder,
 } from "./competitors.mjs";
 import { startOtlpSink } from "./otlp-sink.mjs";
+import { makeRestartable } from "./restart.mjs";
 import { startUpstream } from "./upstreams.mjs";
 import { selectVariants, startVariant, VARIANT_CASE } from "./variants.mjs";
+
+/** Competitors `--fresh` starts again before each round (variants: lib/variants.mjs). */
+const RESTARTABLE = ["bearer-proxy", "bearer-proxy-h2", "undici", "fastify"];
 
 /**
  * @returns {Promise<{upstream: object, emulator: object|null, competitors: object[]}>}
@@ -118,6 +122,8 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
 
   for (const key of settings.competitors) {
     const started = await startOne(key, starters[key]);
+    // --fresh: the Node processes (the JIT's luck is per process); nginx and direct stay.
+    if (started && RESTARTABLE.includes(key)) makeRestartable(started, starters[key]);
     // Without their reference, variants have nothing to be a ratio of.
     if (key === "bearer-proxy" && started) {
       for (const variant of variantStarters()) await startOne(variant.key, variant.start);

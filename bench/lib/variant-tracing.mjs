@@ -49,8 +49,36 @@ async function requestsAnswered(competitor, control) {
 }
 
 /**
+ * `--fresh` restarts a tracing variant between rounds: these hooks (lib/restart.mjs) bank the
+ * outgoing process's answered requests (read before it stops) and logged drops (after: its
+ * shutdown reports what was left), so `accountSpans` counts every process of the run. The
+ * sink counts per variant path across processes already.
+ */
+export function spanAccountKeeper(control) {
+  return {
+    beforeStop: async (competitor) => {
+      const earlier = earlierProcesses(competitor);
+      earlier.requestsAnswered += await requestsAnswered(competitor, control);
+    },
+    afterStop: (competitor) => {
+      const earlier = earlierProcesses(competitor);
+      const drops = competitor.spanDrops();
+      earlier.queueFull += drops.queueFull;
+      earlier.exportFailed += drops.exportFailed;
+      if (competitor.child.signalCode === "SIGKILL") earlier.killed += 1;
+    },
+  };
+}
+
+function earlierProcesses(competitor) {
+  competitor.earlierProcesses ??= { requestsAnswered: 0, queueFull: 0, exportFailed: 0, killed: 0 };
+  return competitor.earlierProcesses;
+}
+
+/**
  * For each tracing variant among `competitors`: the requests it answered over the whole run
- * (warm-up and the start-up check included: its own /metrics), then stop it — SIGTERM, whose
+ * (warm-up and the start-up check included: its own /metrics, and its earlier processes' under
+ * `--fresh`), then stop it — SIGTERM, whose
  * shutdown exports the spans still queued (src/main.ts) — and read what the sink received and
  * what the proxy logged as dropped. Call after the matrix; the variants serve nothing after.
  */
@@ -63,16 +91,22 @@ export async function accountSpans(competitors, control, log) {
       samplingRatio: competitor.spans.ratio,
       spansPerRequest: SPANS_PER_REQUEST,
     };
+    const earlier = earlierProcesses(competitor);
     try {
-      account.requestsAnswered = await requestsAnswered(competitor, control);
+      account.requestsAnswered =
+        earlier.requestsAnswered + (await requestsAnswered(competitor, control));
     } catch (error) {
       account.error = `requests answered unknown: ${error.message}`;
     }
     await competitor.stop();
     // Killed rather than stopped: its last spans were never flushed.
-    account.flushed = competitor.child.signalCode !== "SIGKILL";
+    account.flushed = earlier.killed === 0 && competitor.child.signalCode !== "SIGKILL";
     account.spansReceived = await competitor.spans.received();
-    account.droppedLogged = competitor.spanDrops();
+    const drops = competitor.spanDrops();
+    account.droppedLogged = {
+      queueFull: earlier.queueFull + drops.queueFull,
+      exportFailed: earlier.exportFailed + drops.exportFailed,
+    };
     if (account.requestsAnswered > 0) {
       const made = SPANS_PER_REQUEST * account.requestsAnswered;
       account.expectedSpans = made * account.samplingRatio;

@@ -37,12 +37,13 @@
  */
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
+import { makeRestartable } from "./restart.mjs";
 import {
   prepareCallersBasic,
   prepareCallersServiceAccount,
   prepareServiceAccountHeaderOnly,
 } from "./variant-callers.mjs";
-import { tracingVariant } from "./variant-tracing.mjs";
+import { spanAccountKeeper, tracingVariant } from "./variant-tracing.mjs";
 
 /** The case variants are measured in. */
 export const VARIANT_CASE = "small";
@@ -196,13 +197,27 @@ export async function startVariant({ variant, dir, control, startProxy, otlpSink
     headers: prepared.headers,
     ...(prepared.spans ? { spans: prepared.spans } : {}),
   };
+  await verifiedOrStopped(competitor, prepared, control);
+  // --fresh: the same prepared config in a new process, checked the same way; a tracing
+  // variant first banks what the outgoing process answered and dropped (accountSpans).
+  return makeRestartable(
+    competitor,
+    async () => {
+      const next = await startProxy(prepared.configure, `-${variant.key}`, prepared.env);
+      await verifiedOrStopped({ ...competitor, ...next }, prepared, control);
+      return next;
+    },
+    prepared.spans ? spanAccountKeeper(control) : {},
+  );
+}
+
+async function verifiedOrStopped(competitor, prepared, control) {
   try {
     await verifyVariant(competitor, prepared, control);
   } catch (error) {
-    await proxy.stop();
+    await competitor.stop();
     throw error;
   }
-  return competitor;
 }
 
 async function verifyVariant(competitor, prepared, control) {
