@@ -11,7 +11,9 @@
  *     proxy with the same defaults (config file: the token endpoint is another host than the
  *     upstream), peak RSS sampled every 100 ms, p50/p99/p99.9 added over direct, and the
  *     largest event-loop delay the proxy itself saw (prom-client's `nodejs_eventloop_lag_max_seconds`,
- *     reset by a scrape just before the run).
+ *     reset by a scrape just before the run);
+ *   - the floor under load: the minimal undici forwarder (bench/baselines/undici-forwarder.mjs),
+ *     same Node, flags and core, at the same rates right before the proxy's load cell.
  * Cells interleave: round 1 runs every Node × flag set, then round 2, …; medians (min–max).
  *
  * Used by bench/run.mjs (section "Footprint") and on its own:
@@ -49,6 +51,7 @@ import { median } from "./lib/summarize.mjs";
 import { startNodeUpstream } from "./lib/upstreams.mjs";
 
 const REPO_DIR = fileURLToPath(new URL("..", import.meta.url));
+const FORWARDER_SCRIPT = join(REPO_DIR, "bench/baselines/undici-forwarder.mjs");
 const CLI = process.env.BENCH_BEARER_PROXY_CLI ?? join(REPO_DIR, "dist", "cli.js");
 const MIB = 1024 * 1024;
 const START_TIMEOUT_MS = 30_000;
@@ -262,12 +265,45 @@ async function measureLoad({ node, flagSet, ctx, settings }) {
     cliArgs: settings.cliArgs,
     args: ["--config", configFile],
   });
-  const rss = sampleRss(() => [proxy.child.pid]);
-  const cpuBefore = cpuSecondsOf(proxy.child.pid);
+  return loadAtRates({ started: proxy, port, adminUrl: proxy.adminUrl, ctx, settings });
+}
+
+/**
+ * The floor under load: the minimal Node forwarder (bench/baselines/undici-forwarder.mjs:
+ * node:http, one undici Pool, a static token, TLS verified — no routing, metrics or token
+ * cache) with the same Node, flags and core, at the same rates. Its peak RSS and tail latency
+ * are what forwarding over TLS costs this runtime on one core before any bearer-proxy code.
+ */
+async function measureLoadFloor({ node, flagSet, ctx, settings }) {
+  const port = await findFreePort();
+  const forwarder = await startUntilReady({
+    node,
+    flagSet,
+    core: ctx.proxyCore,
+    control: ctx.control,
+    readyUrl: `http://127.0.0.1:${port}/small`,
+    args: [
+      FORWARDER_SCRIPT,
+      ...["--upstream", ctx.upstream.url, "--ca", ctx.certs.caFile, "--port", String(port)],
+    ],
+    what: "the undici forwarder",
+  });
+  return loadAtRates({ started: forwarder, port, ctx, settings });
+}
+
+/**
+ * GET /small through `port` at each rate (open loop), the process's peak RSS over all of them
+ * sampled every 100 ms, then stop it. `adminUrl`: bearer-proxy's, for its event-loop delay.
+ */
+async function loadAtRates({ started, port, adminUrl, ctx, settings }) {
+  const { child } = started;
+  const rss = sampleRss(() => [child.pid]);
+  const cpuBefore = cpuSecondsOf(child.pid);
   const rates = [];
   try {
     for (const rate of settings.rates) {
-      await scrapeLoopLagMaxMs(ctx.control, proxy.adminUrl); // resets prom-client's histogram
+      // Resets prom-client's histogram.
+      if (adminUrl) await scrapeLoopLagMaxMs(ctx.control, adminUrl);
       const load = await runFixedRate({
         core: ctx.loadCore,
         url: `http://127.0.0.1:${port}/small`,
@@ -276,14 +312,14 @@ async function measureLoad({ node, flagSet, ctx, settings }) {
         warmupS: settings.warmupS,
         caFile: ctx.certs.caFile,
       });
-      const loopLagMaxMs = await scrapeLoopLagMaxMs(ctx.control, proxy.adminUrl);
-      if (proxy.isDead()) throw new Error(`the proxy died under load: ${proxy.child.stderrText}`);
+      const loopLagMaxMs = adminUrl ? await scrapeLoopLagMaxMs(ctx.control, adminUrl) : null;
+      if (started.isDead()) throw new Error(`the process died under load: ${child.stderrText}`);
       rates.push({ rate, ...pickLatency(load), loopLagMaxMs });
     }
   } finally {
     const peakRssBytes = rss.stop();
-    const cpuSeconds = cpuSecondsOf(proxy.child.pid) - cpuBefore;
-    await stopChild(proxy.child, 10_000);
+    const cpuSeconds = cpuSecondsOf(child.pid) - cpuBefore;
+    await stopChild(child, 10_000);
     Object.assign(rates, { peakRssMiB: peakRssBytes / MIB, cpuSeconds });
   }
   return { peakRssMiB: rates.peakRssMiB, cpuSeconds: rates.cpuSeconds, rates };
@@ -356,6 +392,18 @@ export async function runFootprint({ ctx, settings, log = () => {} }) {
           continue;
         }
         try {
+          // The loaded floor right before the proxy's load cell, like the idle floor.
+          if (settings.load)
+            cell.loadFloor = await measureLoadFloor({
+              node: node.path,
+              flagSet,
+              ctx: run,
+              settings,
+            });
+        } catch (error) {
+          notes.push(`${where}: the forwarder's load cell failed: ${error.message.split("\n")[0]}`);
+        }
+        try {
           if (settings.load)
             Object.assign(
               cell,
@@ -372,7 +420,8 @@ export async function runFootprint({ ctx, settings, log = () => {} }) {
           `[footprint r${round}] ${node.version} ${flagName.padEnd(9)} ready ${f(cell.readyMs)} ms ` +
             `(cpu ${f(cell.cpuToReadyMs)} ms; floor ${f(cell.floor?.readyMs)}/${f(cell.floor?.cpuToReadyMs)})  ` +
             `idle ${f(cell.idleRssMiB, 1)} MiB (floor ${f(cell.floor?.idleRssMiB, 1)})  ` +
-            `peak ${f(cell.peakRssMiB, 1)} MiB  @${r?.rate ?? "—"}: p99 ${f(r?.p99Ms, 2)} ` +
+            `peak ${f(cell.peakRssMiB, 1)} MiB (forwarder ${f(cell.loadFloor?.peakRssMiB, 1)})  ` +
+            `@${r?.rate ?? "—"}: p99 ${f(r?.p99Ms, 2)} (forwarder ${f(cell.loadFloor?.rates[0]?.p99Ms, 2)}) ` +
             `p99.9 ${f(r?.p999Ms, 2)} ms  loop max ${f(r?.loopLagMaxMs, 1)} ms`,
         );
         // Not breakage: an open-loop generator starved of its core times requests out too.
@@ -410,10 +459,15 @@ export function summarizeFootprint(cells, direct) {
         const mine = c.rates.find((r) => r.rate === rate);
         if (!mine) return [];
         const base = direct.find((d) => d.round === c.round)?.rates.find((r) => r.rate === rate);
-        return [{ mine, base }];
+        const floor = c.loadFloor?.rates.find((r) => r.rate === rate);
+        return [{ mine, base, floor }];
       });
       const added = (k) => at.map(({ mine, base }) => (base ? mine[k] - base[k] : null));
+      const floorAdded = (k) =>
+        at.map(({ floor, base }) => (base && floor ? floor[k] - base[k] : null));
       return {
+        floorP99AddedMs: stats(floorAdded("p99Ms")),
+        floorTypicalSecondP99AddedMs: stats(floorAdded("typicalSecondP99Ms")),
         rate,
         p50Ms: stats(at.map((a) => a.mine.p50Ms)),
         p99Ms: stats(at.map((a) => a.mine.p99Ms)),
@@ -441,6 +495,7 @@ export function summarizeFootprint(cells, direct) {
         group.map((c) => c.idleRssMiB - (c.floor?.idleRssMiB ?? Number.NaN)),
       ),
       peakRssMiB: stats(group.map((c) => c.peakRssMiB)),
+      floorPeakRssMiB: stats(group.map((c) => c.loadFloor?.peakRssMiB)),
       rates,
     };
   });
@@ -480,7 +535,9 @@ export function renderFootprintMarkdown(result) {
       (settings.load
         ? `Load: GET /small at ${settings.rates.join(", ")} req/s for ${settings.durationS} s each after ${settings.warmupS} s unrecorded, ` +
           "through a fresh proxy (the defaults otherwise, access log on, to /dev/null), open loop; *added* is over direct " +
-          "in the same round; *loop max* is the largest event-loop delay the proxy saw (prom-client, 10 ms resolution)."
+          "in the same round; *loop max* is the largest event-loop delay the proxy saw (prom-client, 10 ms resolution). " +
+          "The floor under load (*forwarder*): the minimal undici forwarder (bench/baselines/undici-forwarder.mjs), same Node, " +
+          "flags and core, at the same rates right before the proxy: what forwarding over TLS costs the runtime on one core."
         : "No load cells in this run (`--no-load`)."),
     "",
     `Proxy: \`${settings.cliArgs.join(" ") || "(the executable itself)"}\`. Flag sets: ${Object.entries(
@@ -489,24 +546,24 @@ export function renderFootprintMarkdown(result) {
       .map(([name, flags]) => `\`${name}\` = ${flags ? `\`${flags}\`` : "Node's defaults"}`)
       .join("; ")}. Nodes: ${nodes.map((n) => n.version).join(", ")}.`,
     "",
-    "| Node | flags | ready ms (floor) | CPU to ready ms (floor) | idle RSS MiB (floor) | above floor MiB | peak RSS MiB |",
+    "| Node | flags | ready ms (floor) | CPU to ready ms (floor) | idle RSS MiB (floor) | above floor MiB | peak RSS MiB (forwarder) |",
     "|---|---|---:|---:|---:|---:|---:|",
   ];
   for (const row of summary) {
     lines.push(
-      `| ${row.node} | ${row.flags} | ${fmt(row.readyMs)} (${fmt(row.floorReadyMs)}) | ${fmt(row.cpuToReadyMs)} (${fmt(row.floorCpuToReadyMs)}) | ${fmt(row.idleRssMiB, 1)} (${fmt(row.floorIdleRssMiB, 1)}) | ${fmt(row.idleAboveFloorMiB, 1)} | ${fmt(row.peakRssMiB, 1)} |`,
+      `| ${row.node} | ${row.flags} | ${fmt(row.readyMs)} (${fmt(row.floorReadyMs)}) | ${fmt(row.cpuToReadyMs)} (${fmt(row.floorCpuToReadyMs)}) | ${fmt(row.idleRssMiB, 1)} (${fmt(row.floorIdleRssMiB, 1)}) | ${fmt(row.idleAboveFloorMiB, 1)} | ${fmt(row.peakRssMiB, 1)} (${fmt(row.floorPeakRssMiB, 1)}) |`,
     );
   }
   if (settings.load) {
     lines.push(
       "",
-      `| Node | flags | rate | p50 added ms | p99 added ms (≤ ${t.p99AddedMs}) | p99.9 added ms | typical-second p99 added ms | p99 / p99.9 / max ms | loop max ms |`,
-      "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+      `| Node | flags | rate | p50 added ms | p99 added ms (≤ ${t.p99AddedMs}) | forwarder's p99 added ms | p99.9 added ms | typical-second p99 added ms (forwarder) | p99 / p99.9 / max ms | loop max ms |`,
+      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     );
     for (const row of summary) {
       for (const r of row.rates) {
         lines.push(
-          `| ${row.node} | ${row.flags} | ${r.rate} | ${fmt(r.p50AddedMs, 2)} | ${fmt(r.p99AddedMs, 2)} | ${fmt(r.p999AddedMs, 2)} | ${fmt(r.typicalSecondP99AddedMs, 2)} | ${fmt(r.p99Ms, 2)} / ${fmt(r.p999Ms, 2)} / ${fmt(r.maxMs, 1)} | ${fmt(r.loopLagMaxMs, 1)} |`,
+          `| ${row.node} | ${row.flags} | ${r.rate} | ${fmt(r.p50AddedMs, 2)} | ${fmt(r.p99AddedMs, 2)} | ${fmt(r.floorP99AddedMs, 2)} | ${fmt(r.p999AddedMs, 2)} | ${fmt(r.typicalSecondP99AddedMs, 2)} (${fmt(r.floorTypicalSecondP99AddedMs, 2)}) | ${fmt(r.p99Ms, 2)} / ${fmt(r.p999Ms, 2)} / ${fmt(r.maxMs, 1)} | ${fmt(r.loopLagMaxMs, 1)} |`,
         );
       }
     }
@@ -537,11 +594,11 @@ export function renderFootprintMarkdown(result) {
       cellsRow(
         `peak RSS ≤ ${t.peakRssMiB} MiB (${settings.rates.join(" + ")} req/s)`,
         (r) =>
-          `${m(r.peakRssMiB)} (floor ${m(r.floorIdleRssMiB)} idle) ${verdict(r.peakRssMiB, t.peakRssMiB)}`,
+          `${m(r.peakRssMiB)} (floor ${m(r.floorIdleRssMiB)} idle, forwarder ${m(r.floorPeakRssMiB)}) ${verdict(r.peakRssMiB, t.peakRssMiB)}`,
       ),
       cellsRow(`p99 added ≤ ${t.p99AddedMs} ms at ${at} req/s`, (r) => {
         const rate = r.rates.find((x) => x.rate === at);
-        return `${m(rate?.p99AddedMs, 2)} (direct is the floor) ${verdict(rate?.p99AddedMs, t.p99AddedMs)}`;
+        return `${m(rate?.p99AddedMs, 2)} (forwarder ${m(rate?.floorP99AddedMs, 2)}) ${verdict(rate?.p99AddedMs, t.p99AddedMs)}`;
       }),
     );
   }

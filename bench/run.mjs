@@ -19,6 +19,7 @@ import { createBenchCertificates } from "./lib/certs.mjs";
 import { createControlClient } from "./lib/control-client.mjs";
 import { describeEnvironment } from "./lib/environment.mjs";
 import { LATENCY_CASE, measureCell, THROUGHPUT_CASES } from "./lib/measure.mjs";
+import { neighbourPids, withNeighbours } from "./lib/neighbours.mjs";
 import { canPin, pinProcess, stopAllChildren } from "./lib/processes.mjs";
 import { renderMarkdown } from "./lib/report.mjs";
 import { restartAll } from "./lib/restart.mjs";
@@ -48,13 +49,21 @@ function progress(cell) {
   log(
     `[r${cell.round}] ${cell.case.padEnd(8)} ${cell.competitor.padEnd(26)} ${f(cell.rps).padStart(7)} req/s  ` +
       `p50 ${f(cell.p50Ms, 2)} ms  p99 ${f(cell.p99Ms, 2)} ms  cpu ${f(cell.cpuSecondsPer10k, 3)} s/10k  ` +
-      `rss ${f(cell.peakRssMiB, 1)} MiB${cell.problems.length > 0 ? `  ! ${cell.problems.join("; ")}` : ""}`,
+      `rss ${f(cell.peakRssMiB, 1)} MiB  neighbours ${f(cell.neighbourCpuMs)} ms${cell.problems.length > 0 ? `  ! ${cell.problems.join("; ")}` : ""}`,
   );
 }
 
+/**
+ * A few seconds of small GETs per competitor before it is measured. Without `--fresh` all warm
+ * up once at the start, one after the other. With it each warms up right before its first cell
+ * of the round: warming all first left the k-th competitor idle for ~4k s before its cell, and
+ * an identical copy of plain bearer-proxy measured sixth cost 15–40 % more CPU per request than
+ * plain measured first (what V8 does to a process that sat idle: the memory reducer shrinks its
+ * heap, cold code is flushed; bench/PROFILE.md).
+ */
 async function warmUp(competitors, settings, ctx) {
   if (settings.warmupS <= 0) return;
-  log(`warm-up: ${settings.warmupS} s small GET per competitor`);
+  if (competitors.length > 1) log(`warm-up: ${settings.warmupS} s small GET per competitor`);
   const warm = { ...settings, durationS: settings.warmupS };
   for (const competitor of competitors) {
     await measureCell({
@@ -67,6 +76,17 @@ async function warmUp(competitors, settings, ctx) {
   }
 }
 
+/**
+ * `--fresh`: round r starts (r − 1) × ⌈n ÷ rounds⌉ places further into the list, so the first
+ * slot of a round — the one right after the restarts, which measured plain bearer-proxy ~10 %
+ * cheaper than an identical copy in the second slot — goes to a different competitor each round.
+ */
+function rotated(competitors, round, rounds) {
+  const step = Math.ceil(competitors.length / rounds);
+  const start = ((round - 1) * step) % competitors.length;
+  return [...competitors.slice(start), ...competitors.slice(0, start)];
+}
+
 async function runMatrix(competitors, settings, ctx, problems) {
   const cases = [
     ...THROUGHPUT_CASES.filter((c) => settings.cases.includes(c.key)),
@@ -74,14 +94,22 @@ async function runMatrix(competitors, settings, ctx, problems) {
   ];
   const cells = [];
   for (let round = 1; round <= settings.rounds; round++) {
-    if (settings.fresh && round > 1) {
-      await warmUp(await restartAll(competitors, { log, problems }), settings, ctx);
-    }
+    if (settings.fresh && round > 1) await restartAll(competitors, { log, problems });
+    const order = settings.fresh ? rotated(competitors, round, settings.rounds) : competitors;
     for (const caseDef of cases) {
-      for (const competitor of competitors) {
+      for (const competitor of order) {
         if (competitor.isDead()) continue;
-        if (competitor.variant && caseDef.key !== VARIANT_CASE) continue;
-        const cell = await measureCell({ ...ctx, competitor, caseDef, round, settings });
+        const smallOnly = competitor.variant || competitor.inPlaceOf;
+        if (smallOnly && caseDef.key !== VARIANT_CASE) continue;
+        // --fresh: each competitor warms up right before its cell, so none has sat idle
+        // longer than another since its warm-up (see warmUp's comment).
+        if (settings.fresh && caseDef === cases[0]) await warmUp([competitor], settings, ctx);
+        const { result: cell, neighbourCpuMs } = await withNeighbours(
+          neighbourPids(competitors, competitor),
+          settings.isolate,
+          () => measureCell({ ...ctx, competitor, caseDef, round, settings }),
+        );
+        cell.neighbourCpuMs = neighbourCpuMs;
         cells.push(cell);
         problems.push(...cell.problems);
         progress(cell);
@@ -172,7 +200,7 @@ async function main() {
     const started = await startAll({ settings, tools, ctx, log, problems, skipped });
     Object.assign(ctx, { upstream: started.upstream, emulator: started.emulator });
     const run = { ...settings, generator, loadCore };
-    await warmUp(started.competitors, run, ctx);
+    if (!run.fresh) await warmUp(started.competitors, run, ctx);
     const cells = await runMatrix(started.competitors, run, ctx, problems);
     // Before anything else: stops the tracing variants (flushing their queued spans).
     const spans = await accountSpans(started.competitors, control, log);
@@ -211,6 +239,8 @@ async function main() {
       smoke: settings.smoke,
       rounds: settings.rounds,
       fresh: settings.fresh,
+      isolate: settings.isolate,
+      neighbourCpuMs: spread(cells.map((c) => c.neighbourCpuMs)),
       durationS: settings.durationS,
       connections: settings.connections,
       rate: settings.rate,

@@ -4,10 +4,20 @@
  * Nothing else (no routing, no token cache, no metrics): the best a plain Node proxy does.
  *
  *   node bench/baselines/undici-forwarder.mjs --upstream https://127.0.0.1:N --ca FILE --token T
+ *     [--feature dpop|tracing]
  * prints `FORWARDER_READY {"port":N}`.
+ *
+ * `--feature` adds one bearer-proxy feature's own code from dist/ per request, and nothing else
+ * of bearer-proxy (issue 33: the feature's floor *in place*, beside a loop's floor):
+ *   - dpop: `Authorization: DPoP <token>` and a fresh proof (`dpop.proofFor`, an ephemeral
+ *     P-256 key, as `dpop: {}`) on every upstream request;
+ *   - tracing: the SERVER and CLIENT span pair bearer-proxy makes, `traceparent` sent upstream,
+ *     both ended when the response is; configured from the OTEL_* environment like the proxy.
  */
 import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { Pool } from "undici";
 import { announceReady, exitOnSignal, readBaselineArgs } from "../lib/baseline-cli.mjs";
 
@@ -20,7 +30,10 @@ const pool = new Pool(upstream.origin, {
   keepAliveTimeout: 60_000,
   connect: { ca: readFileSync(values.ca), servername: values.servername, rejectUnauthorized: true },
 });
-const authorization = `Bearer ${values.token}`;
+const feature = await loadFeature(values.feature);
+const authorization = feature.dpop
+  ? feature.dpop.authorization(values.token)
+  : `Bearer ${values.token}`;
 const HOP_BY_HOP = new Set([
   "connection",
   "keep-alive",
@@ -57,20 +70,57 @@ function hasBody(req) {
   );
 }
 
+/** The feature's code from dist/ (the build bench/run.mjs measures), or nothing. */
+async function loadFeature(name) {
+  if (name === undefined) return {};
+  const dist = process.env.BENCH_BEARER_PROXY_CLI
+    ? dirname(process.env.BENCH_BEARER_PROXY_CLI)
+    : fileURLToPath(new URL("../../dist", import.meta.url));
+  const fromDist = (path) => import(pathToFileURL(join(dist, path)).href);
+  if (name === "dpop") {
+    const { createDpop } = await fromDist("token/dpop/index.js");
+    return { dpop: await createDpop({}) };
+  }
+  if (name === "tracing") {
+    const { createSdkTracing } = await fromDist("observability/tracing-sdk.js");
+    const { createLogger } = await fromDist("observability/logger.js");
+    const logger = createLogger({ level: "warn", format: "json" });
+    return { tracing: await createSdkTracing({ env: process.env, logger }) };
+  }
+  process.stderr.write(`undici-forwarder.mjs: unknown --feature ${name} (dpop, tracing)\n`);
+  process.exit(2);
+}
+
 const server = createServer((req, res) => {
+  const headers = forwardHeaders(req.headers);
+  let span;
+  let attempt;
+  if (feature.dpop)
+    headers.dpop = feature.dpop.proofFor(req.method, upstream.origin + req.url, values.token);
+  if (feature.tracing) {
+    span = feature.tracing.startServerSpan(req);
+    span.setUpstream("bench");
+    span.setPath(req.url);
+    attempt = span.startClientSpan(req.method, upstream.origin, req.url, "bench");
+    headers.traceparent = attempt.traceparent();
+    const tracestate = attempt.tracestate();
+    if (tracestate !== undefined) headers.tracestate = tracestate;
+  }
   pool.stream(
     {
       path: req.url,
       method: req.method,
-      headers: forwardHeaders(req.headers),
+      headers,
       body: hasBody(req) ? req : null,
       opaque: res,
     },
     ({ statusCode, headers, opaque }) => {
+      attempt?.end(statusCode, undefined, "1.1");
       opaque.writeHead(statusCode, responseHeaders(headers));
       return opaque;
     },
     (err) => {
+      span?.end(err ? 502 : res.statusCode);
       if (!err) return;
       if (!res.headersSent) {
         res.writeHead(502, { "content-type": "text/plain" });
@@ -85,8 +135,11 @@ server.keepAliveTimeout = 60_000;
 server.listen(Number(values.port), "127.0.0.1", () => {
   announceReady("FORWARDER_READY", server.address().port);
 });
-exitOnSignal(() => {
+exitOnSignal(async () => {
   server.closeAllConnections();
   server.close();
+  // Queued spans are exported before exit, as bearer-proxy's shutdown does.
+  await feature.tracing?.shutdown();
+  feature.dpop?.close();
   return pool.destroy();
 });

@@ -1,6 +1,7 @@
 /**
  * What every Node baseline in bench/baselines/ shares, so a new one is only its forwarding code:
- * the command line (`--upstream URL --ca FILE [--token T] [--port N] [--servername NAME]`), the
+ * the command line (`--upstream URL --ca FILE [--token T] [--port N] [--servername NAME]
+ * [--feature NAME]`), the
  * ready line competitors.mjs waits for (`<TAG> {"port":N}`), and a prompt exit on SIGTERM or
  * SIGINT (the bench stops competitors often).
  */
@@ -15,6 +16,8 @@ export function readBaselineArgs(script) {
       token: { type: "string", default: "bench-static-token" },
       port: { type: "string", default: "0" },
       servername: { type: "string", default: "localhost" },
+      // undici-forwarder.mjs only: one bearer-proxy feature's own code per request (dpop, tracing).
+      feature: { type: "string" },
     },
   });
   if (!values.upstream || !values.ca) {

@@ -32,12 +32,13 @@ export async function findFreePort() {
 }
 
 /** Start a node script that prints `<TAG> {"port":N}` when ready. */
-async function startNodeScript(core, script, args, tag) {
-  const child = spawnPinned(core, process.execPath, [
-    ...BASELINE_NODE_FLAGS,
-    join(BENCH_DIR, script),
-    ...args,
-  ]);
+async function startNodeScript(core, script, args, tag, env = {}) {
+  const child = spawnPinned(
+    core,
+    process.execPath,
+    [...BASELINE_NODE_FLAGS, join(BENCH_DIR, script), ...args],
+    { env: { ...process.env, ...env } },
+  );
   const match = await waitForLine(child, new RegExp(`^${tag} (.*)$`), START_TIMEOUT_MS);
   child.stdout.resume();
   child.stderr.resume();
@@ -63,19 +64,31 @@ export function describeDirect(upstream) {
 }
 
 /** A Node baseline in bench/baselines/ (their shared command line: lib/baseline-cli.mjs). */
-function nodeBaseline(key, label, script, readyTag) {
-  return async ({ core, upstream, certs }) => {
+function nodeBaseline(defaultKey, defaultLabel, script, readyTag) {
+  return async ({
+    core,
+    upstream,
+    certs,
+    args = [],
+    env,
+    key = defaultKey,
+    label = defaultLabel,
+  }) => {
     const { child, port } = await startNodeScript(
       core,
       `baselines/${script}`,
-      ["--upstream", upstream.url, "--ca", certs.caFile, "--token", STATIC_TOKEN],
+      ["--upstream", upstream.url, "--ca", certs.caFile, "--token", STATIC_TOKEN, ...args],
       readyTag,
+      env,
     );
     return describe(key, label, `http://127.0.0.1:${port}`, child, true);
   };
 }
 
-/** (c) The minimal undici forwarder. */
+/**
+ * (c) The minimal undici forwarder. With `args: ["--feature", name]` it also runs one
+ * bearer-proxy feature's code per request (lib/variants.mjs `inPlace`).
+ */
 export const startUndiciForwarder = nodeBaseline(
   "undici",
   "undici forwarder",

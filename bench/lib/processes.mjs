@@ -111,6 +111,8 @@ export function waitForExit(child, timeoutMs) {
 export async function stopChild(child, graceMs = 2000) {
   if (child.exitCode !== null || child.signalCode !== null) return;
   child.kill("SIGTERM");
+  // A competitor stopped for another's cell (bench --isolate) must run to act on SIGTERM.
+  child.kill("SIGCONT");
   const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
   await waitForExit(child, graceMs + 1000);
   clearTimeout(timer);

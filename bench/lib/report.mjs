@@ -189,7 +189,9 @@ export function renderMarkdown({
   const parts = [`# bearer-proxy benchmark — ${meta.startedAt}${meta.smoke ? " (smoke)" : ""}`, ""];
   parts.push(
     `Rounds: ${meta.rounds} interleaved (each round runs every case on every competitor in turn` +
-      `${meta.fresh ? "; before each round after the first, bearer-proxy, its variants and the Node baselines were started afresh and warmed up (`--fresh`)" : ""}); ` +
+      `${meta.fresh ? "; before each round after the first, bearer-proxy, its variants and the Node baselines were started afresh and warmed up (`--fresh`)" : ""}` +
+      `${meta.isolate ? "; the other competitors were stopped (SIGSTOP) during each cell (`--isolate`)" : ""}` +
+      `${meta.neighbourCpuMs?.median == null ? "" : `; the other competitors used ${meta.neighbourCpuMs.median.toFixed(0)} ms of CPU per cell (median; ${meta.neighbourCpuMs.min.toFixed(0)}–${meta.neighbourCpuMs.max.toFixed(0)})`}); ` +
       `${meta.durationS} s per throughput cell, ${meta.connections} connections, load generator **${meta.generator}**` +
       `${meta.generatorNote ? ` (${meta.generatorNote})` : ""}. Proxy on core ${meta.proxyCore ?? "any"}; ` +
       `load generator and upstream (${meta.upstream === "nginx" ? "nginx" : "bench/upstream.mjs, node:https"}) on core ${meta.loadCore ?? "any"}${meta.pinned ? "" : " (NOT pinned: taskset or a second core missing)"}. ` +

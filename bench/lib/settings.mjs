@@ -20,6 +20,9 @@ const USAGE = `usage: node bench/run.mjs [--smoke] [options]
   --fresh                 start bearer-proxy, its variants and the Node baselines again (and
                           warm them up) before every round after the first: one process's JIT
                           and memory-layout luck becomes one round's, shown as spread
+  --isolate               stop (SIGSTOP) the other competitors while each cell runs: a proxy
+                          that just served a cell keeps working for seconds (GC, memory given
+                          back) on the shared proxy core, at the next cell's expense
   --duration S            seconds per throughput cell (full: 10)
   --connections N         closed-loop connections (50)
   --rate R                fixed-rate latency case, req/s (2000)
@@ -73,6 +76,7 @@ export function parseSettings(argv) {
         smoke: { type: "boolean", default: false },
         rounds: { type: "string" },
         fresh: { type: "boolean", default: false },
+        isolate: { type: "boolean", default: false },
         duration: { type: "string" },
         connections: { type: "string", default: "50" },
         rate: { type: "string", default: "2000" },
@@ -107,6 +111,7 @@ export function parseSettings(argv) {
     smoke,
     rounds: Math.round(positive(values.rounds ?? (smoke ? 1 : 3), "rounds")),
     fresh: values.fresh,
+    isolate: values.isolate,
     durationS: positive(values.duration ?? (smoke ? 1 : 10), "duration"),
     connections: Math.round(positive(values.connections, "connections")),
     rate: positive(values.rate, "rate"),

@@ -17,7 +17,7 @@ import {
 import { startOtlpSink } from "./otlp-sink.mjs";
 import { makeRestartable } from "./restart.mjs";
 import { startUpstream } from "./upstreams.mjs";
-import { selectVariants, startVariant, VARIANT_CASE } from "./variants.mjs";
+import { inPlaceCompetitorKey, selectVariants, startVariant, VARIANT_CASE } from "./variants.mjs";
 
 /** Competitors `--fresh` starts again before each round (variants: lib/variants.mjs). */
 const RESTARTABLE = ["bearer-proxy", "bearer-proxy-h2", "undici", "fastify"];
@@ -120,6 +120,32 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
     }));
   };
 
+  /** The variants' floors in place: the undici forwarder with each feature's code. */
+  const inPlaceStarters = () => {
+    if (!settings.cases.includes(VARIANT_CASE)) return [];
+    return variants
+      .filter((variant) => variant.inPlace)
+      .map((variant) => {
+        const key = inPlaceCompetitorKey(variant.key);
+        return {
+          key,
+          start: async () => {
+            const { feature, env } = await variant.inPlace({ otlpSink });
+            const started = await startUndiciForwarder({
+              core: proxyCore,
+              upstream,
+              certs,
+              args: ["--feature", feature],
+              env,
+              key,
+              label: `undici forwarder + ${variant.key}'s code (its floor in place)`,
+            });
+            return Object.assign(started, { inPlaceOf: variant.key });
+          },
+        };
+      });
+  };
+
   for (const key of settings.competitors) {
     const started = await startOne(key, starters[key]);
     // --fresh: the Node processes (the JIT's luck is per process); nginx and direct stay.
@@ -127,6 +153,12 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
     // Without their reference, variants have nothing to be a ratio of.
     if (key === "bearer-proxy" && started) {
       for (const variant of variantStarters()) await startOne(variant.key, variant.start);
+    }
+    if (key === "undici" && started && settings.competitors.includes("bearer-proxy")) {
+      for (const floor of inPlaceStarters()) {
+        const competitor = await startOne(floor.key, floor.start);
+        if (competitor) makeRestartable(competitor, floor.start);
+      }
     }
   }
   if (!settings.competitors.includes("bearer-proxy") && variants.length > 0) {

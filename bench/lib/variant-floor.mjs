@@ -15,7 +15,13 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { spawnPinned } from "./processes.mjs";
 import { median } from "./summarize.mjs";
-import { floorSpec, PLAIN, VARIANT_CASE, variantCompetitorKey } from "./variants.mjs";
+import {
+  floorSpec,
+  inPlaceCompetitorKey,
+  PLAIN,
+  VARIANT_CASE,
+  variantCompetitorKey,
+} from "./variants.mjs";
 
 const BENCH_DIR = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -96,15 +102,20 @@ function spreadOf(values) {
 
 /** The variant's added CPU µs per request in each round both it and plain ran. */
 function addedPerRound(small, variantKey) {
-  const key = variantCompetitorKey(variantKey);
+  return addedOver(small, variantCompetitorKey(variantKey), PLAIN);
+}
+
+/** CPU µs per request `key` adds over `reference`, per round both ran: `{round, us, a, b}`. */
+function addedOver(small, key, reference) {
   const added = [];
   for (const round of new Set(small.map((c) => c.round))) {
     const own = small.find((c) => c.round === round && c.competitor === key);
-    const plain = small.find((c) => c.round === round && c.competitor === PLAIN);
+    const plain = small.find((c) => c.round === round && c.competitor === reference);
     const a = own?.cpuSecondsPer10k;
     const b = plain?.cpuSecondsPer10k;
     // s per 10k requests × 100 = µs per request.
-    if (typeof a === "number" && typeof b === "number") added.push({ us: (a - b) * 100, a, b });
+    if (typeof a === "number" && typeof b === "number")
+      added.push({ round, us: (a - b) * 100, a, b });
   }
   return added;
 }
@@ -156,8 +167,21 @@ export function floorCosts(cells, variants, floors) {
     const plainUs = spreadOf(
       small.filter((c) => c.competitor === PLAIN).map((c) => c.cpuSecondsPer10k * 100),
     );
+    // In place: what the undici forwarder pays for the same code (when it ran), and the
+    // variant's added CPU as a multiple of that, round by round.
+    const inPlace = addedOver(small, inPlaceCompetitorKey(variant.key), "undici");
+    const inPlaceUs = spreadOf(inPlace.map((r) => r.us));
+    const inPlaceMultiple = spreadOf(
+      added.map((r) => r.us / (inPlace.find((p) => p.round === r.round)?.us ?? Number.NaN)),
+    );
     results.push({
       variant: variant.key,
+      inPlaceUs,
+      inPlaceMultiple,
+      inPlaceCeiling:
+        plainUs.median === null || inPlaceUs.median === null
+          ? null
+          : plainUs.median / (plainUs.median + inPlaceUs.median),
       row: spec.row,
       label: floor.label,
       floorUs,
@@ -212,6 +236,17 @@ function targetText(c) {
     : `; target ≥ ${c.minRatio}× (req/s): the floor allows it`;
 }
 
+/** The floor in place, when the undici forwarder ran with the feature's code. */
+function inPlaceText(c) {
+  if (c.inPlaceUs.median === null) return "";
+  return (
+    `; in place (undici forwarder + the same code, its added CPU over the forwarder): ` +
+    `${us(c.inPlaceUs.median)} µs (${range(c.inPlaceUs, us)}), so bearer-proxy adds ` +
+    `${c.inPlaceMultiple.median === null ? "—" : c.inPlaceMultiple.median.toFixed(2)}× that ` +
+    `(${range(c.inPlaceMultiple, (v) => v.toFixed(2))}) and that floor's ceiling is ${x(c.inPlaceCeiling)}`
+  );
+}
+
 /**
  * One line per feature: its floor, the added CPU per request and its multiple of the floor, the
  * ceiling the floor implies against the per-CPU ratio measured, and its target.
@@ -235,7 +270,8 @@ export function floorMarkdown(costs, floors) {
         `(${range(c.addedUs, us)}) on plain's ${us(c.plainUs.median)} µs: ` +
         `${c.multiple.median === null ? "—" : c.multiple.median.toFixed(2)}× the floor ` +
         `(${range(c.multiple, (v) => v.toFixed(2))}); ceiling ${x(c.ceiling)}, measured ` +
-        `${x(c.perCpu.median)} per CPU-s (${range(c.perCpu, (v) => v.toFixed(2))})${targetText(c)}`,
+        `${x(c.perCpu.median)} per CPU-s (${range(c.perCpu, (v) => v.toFixed(2))})${targetText(c)}` +
+        inPlaceText(c),
     );
   }
   return lines.join("\n");

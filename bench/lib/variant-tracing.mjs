@@ -36,6 +36,24 @@ export function tracingVariant({ key, ratio, sampler }) {
   };
 }
 
+/**
+ * The same tracing in the minimal undici forwarder (lib/variants.mjs `inPlace`): its spans go to
+ * the sink under `/<key>-in-place`, apart from the variant's.
+ */
+export function tracingInPlace({ key, sampler }) {
+  return async ({ otlpSink }) => {
+    const sink = await otlpSink();
+    return {
+      feature: "tracing",
+      env: {
+        OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint(`${key}-in-place`),
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+        ...sampler,
+      },
+    };
+  };
+}
+
 /** Requests the proxy answered so far: the sum of its `bearer_proxy_requests_total` series. */
 async function requestsAnswered(competitor, control) {
   const { status, text } = await control.send("GET", `${competitor.adminUrl}/metrics`);

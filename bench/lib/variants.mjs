@@ -32,6 +32,12 @@
  *   feature's header, when that variant ran);
  *   `maxFloorMultiple`: a target on that multiple (added ÷ floor, median over rounds), checked
  *   like `minRatio` (a variant has one or the other, or neither).
+ * - `inPlace` (optional): `({otlpSink}) → {feature, env}`, the feature's floor *in place*: the
+ *   minimal undici forwarder with `--feature <feature>` (bench/baselines/undici-forwarder.mjs:
+ *   the same dist/ code per request, nothing else of bearer-proxy) runs as competitor
+ *   `undici+<key>` right after the undici forwarder, small case only; its added CPU over the
+ *   forwarder, within each round, is what the feature costs a proxy that does nothing else
+ *   (lib/variant-floor.mjs reports it beside the loop's floor).
  * Variants run the `VARIANT_CASE` only (the cheapest request, where a per-request cost shows
  * most), also in smoke mode so CI keeps them working.
  */
@@ -43,12 +49,23 @@ import {
   prepareCallersServiceAccount,
   prepareServiceAccountHeaderOnly,
 } from "./variant-callers.mjs";
-import { spanAccountKeeper, tracingVariant } from "./variant-tracing.mjs";
+import { spanAccountKeeper, tracingInPlace, tracingVariant } from "./variant-tracing.mjs";
+
+/** The competitor key of a variant's in-place floor (the undici forwarder with the feature). */
+export function inPlaceCompetitorKey(variantKey) {
+  return `undici+${variantKey}`;
+}
 
 /** The case variants are measured in. */
 export const VARIANT_CASE = "small";
 /** The reference every variant is divided by. */
 export const PLAIN = "bearer-proxy";
+
+/** What operators run in production: a tenth of the traces, a client's decision kept. */
+const RATIO_SAMPLER = {
+  OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+  OTEL_TRACES_SAMPLER_ARG: "0.1",
+};
 
 export const BEARER_PROXY_VARIANTS = [
   {
@@ -90,6 +107,7 @@ export const BEARER_PROXY_VARIANTS = [
     issue: "#24, #33",
     floor: "dpop-es256",
     maxFloorMultiple: 1.3,
+    inPlace: async () => ({ feature: "dpop", env: {} }),
     prepare: prepareDpop,
   },
   {
@@ -116,6 +134,7 @@ export const BEARER_PROXY_VARIANTS = [
     issue: "#25, #33",
     minRatio: 0.75,
     floor: "tracing-protobuf",
+    inPlace: tracingInPlace({ key: "tracing", sampler: { OTEL_TRACES_SAMPLER: "always_on" } }),
     prepare: tracingVariant({
       key: "tracing",
       ratio: 1,
@@ -130,14 +149,8 @@ export const BEARER_PROXY_VARIANTS = [
     issue: "#25, #33",
     minRatio: 0.95,
     floor: "tracing-ratio-0.1",
-    prepare: tracingVariant({
-      key: "tracing-sampled",
-      ratio: 0.1,
-      sampler: {
-        OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
-        OTEL_TRACES_SAMPLER_ARG: "0.1",
-      },
-    }),
+    inPlace: tracingInPlace({ key: "tracing-sampled", sampler: RATIO_SAMPLER }),
+    prepare: tracingVariant({ key: "tracing-sampled", ratio: 0.1, sampler: RATIO_SAMPLER }),
   },
 ];
 

@@ -4,6 +4,7 @@
  * key and headers) and replace (the process and everything bound to it), with real children.
  */
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 
 interface Competitor {
@@ -96,6 +97,52 @@ describe("bench --fresh restarts", () => {
       expect(fixed.isDead()).toBe(false);
     } finally {
       await Promise.all([fine.stop(), fixed.stop()]);
+    }
+  });
+});
+
+const { withNeighbours } = (await bench("neighbours.mjs")) as {
+  withNeighbours<T>(
+    pids: number[],
+    isolate: boolean,
+    measure: () => Promise<T>,
+  ): Promise<{ result: T; neighbourCpuMs: number }>;
+};
+
+/** The scheduler state of `pid` (/proc/<pid>/stat field 3): `T` when stopped. */
+function stateOf(pid: number): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0] ?? "?";
+}
+
+describe("bench --isolate", () => {
+  it("stops the neighbours for the cell, continues them after, even when the cell throws", async () => {
+    const busy = spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" });
+    const pid = busy.pid ?? -1;
+    try {
+      const seen = await withNeighbours([pid], true, async () => {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return stateOf(pid);
+      });
+      expect(seen.result).toBe("T");
+      // A stopped neighbour takes no CPU from the cell (a busy loop would take ~300 ms).
+      expect(seen.neighbourCpuMs).toBeLessThan(50);
+      expect(stateOf(pid)).not.toBe("T");
+      await expect(
+        withNeighbours([pid], true, async () => {
+          throw new Error("cell failed");
+        }),
+      ).rejects.toThrow("cell failed");
+      expect(stateOf(pid)).not.toBe("T");
+      // Without isolate the neighbour runs, and its CPU is counted.
+      const counted = await withNeighbours([pid], false, async () => {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return stateOf(pid);
+      });
+      expect(counted.result).not.toBe("T");
+      expect(counted.neighbourCpuMs).toBeGreaterThan(100);
+    } finally {
+      busy.kill("SIGKILL");
     }
   });
 });
