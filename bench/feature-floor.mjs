@@ -23,17 +23,11 @@
  */
 import { generateKeyPairSync, sign } from "node:crypto";
 import { cpus, loadavg } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import { fromDist } from "./lib/dist.mjs";
 import { startOtlpSink } from "./lib/otlp-sink.mjs";
 import { median } from "./lib/summarize.mjs";
 
-/** The build measured: the one bench/run.mjs runs (BENCH_BEARER_PROXY_CLI), else ../dist. */
-const DIST = process.env.BENCH_BEARER_PROXY_CLI
-  ? dirname(process.env.BENCH_BEARER_PROXY_CLI)
-  : join(dirname(fileURLToPath(import.meta.url)), "..", "dist");
-const fromDist = (path) => import(pathToFileURL(join(DIST, path)).href);
 const { createSdkTracing } = await fromDist("observability/tracing-sdk.js");
 const { createDpop } = await fromDist("token/dpop/index.js");
 

@@ -27,16 +27,12 @@
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import bcrypt from "bcryptjs";
+import { fromDist } from "./lib/dist.mjs";
 import { median } from "./lib/summarize.mjs";
-
-const DIST = process.env.BENCH_BEARER_PROXY_CLI
-  ? dirname(process.env.BENCH_BEARER_PROXY_CLI)
-  : join(dirname(fileURLToPath(import.meta.url)), "..", "dist");
-const fromDist = (path) => import(pathToFileURL(join(DIST, path)).href);
 
 const { values } = parseArgs({
   options: {

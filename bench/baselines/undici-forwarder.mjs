@@ -16,10 +16,9 @@
  */
 import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import { Pool } from "undici";
 import { announceReady, exitOnSignal, readBaselineArgs } from "../lib/baseline-cli.mjs";
+import { fromDist } from "../lib/dist.mjs";
 
 const values = readBaselineArgs("undici-forwarder.mjs");
 
@@ -73,10 +72,6 @@ function hasBody(req) {
 /** The feature's code from dist/ (the build bench/run.mjs measures), or nothing. */
 async function loadFeature(name) {
   if (name === undefined) return {};
-  const dist = process.env.BENCH_BEARER_PROXY_CLI
-    ? dirname(process.env.BENCH_BEARER_PROXY_CLI)
-    : fileURLToPath(new URL("../../dist", import.meta.url));
-  const fromDist = (path) => import(pathToFileURL(join(dist, path)).href);
   if (name === "dpop") {
     const { createDpop } = await fromDist("token/dpop/index.js");
     return { dpop: await createDpop({}) };
