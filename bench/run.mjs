@@ -57,7 +57,7 @@ function progress(cell) {
  * A few seconds of small GETs per competitor before it is measured. Without `--fresh` all warm
  * up once at the start, one after the other. With it each warms up right before its first cell
  * of the round: warming all first left the k-th competitor idle for ~4k s before its cell, and
- * an identical copy of plain bearer-proxy measured sixth cost 15–40 % more CPU per request than
+ * an identical copy of plain bearer-proxy measured sixth cost 15–42 % more CPU per request than
  * plain measured first (what V8 does to a process that sat idle: the memory reducer shrinks its
  * heap, cold code is flushed; bench/PROFILE.md).
  */
@@ -103,9 +103,15 @@ async function runMatrix(competitors, settings, ctx, problems) {
         if (smallOnly && caseDef.key !== VARIANT_CASE) continue;
         // --fresh: each competitor warms up right before its cell, so none has sat idle
         // longer than another since its warm-up (see warmUp's comment).
-        if (settings.fresh && caseDef === cases[0]) await warmUp([competitor], settings, ctx);
+        const neighbours = neighbourPids(competitors, competitor);
+        if (settings.fresh && caseDef === cases[0]) {
+          // Isolated too: the competitor measured just before goes on working after its load.
+          await withNeighbours(neighbours, settings.isolate, () =>
+            warmUp([competitor], settings, ctx),
+          );
+        }
         const { result: cell, neighbourCpuMs } = await withNeighbours(
-          neighbourPids(competitors, competitor),
+          neighbours,
           settings.isolate,
           () => measureCell({ ...ctx, competitor, caseDef, round, settings }),
         );

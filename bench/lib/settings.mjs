@@ -20,9 +20,10 @@ const USAGE = `usage: node bench/run.mjs [--smoke] [options]
   --fresh                 start bearer-proxy, its variants and the Node baselines again (and
                           warm them up) before every round after the first: one process's JIT
                           and memory-layout luck becomes one round's, shown as spread
-  --isolate               stop (SIGSTOP) the other competitors while each cell runs: a proxy
-                          that just served a cell keeps working for seconds (GC, memory given
-                          back) on the shared proxy core, at the next cell's expense
+  --isolate               stop (SIGSTOP) the other competitors while each cell (and its
+                          --fresh warm-up) runs: a proxy that just served a cell keeps
+                          working for seconds (GC, memory given back) on the shared proxy
+                          core, at the next cell's expense
   --duration S            seconds per throughput cell (full: 10)
   --connections N         closed-loop connections (50)
   --rate R                fixed-rate latency case, req/s (2000)
