@@ -18,6 +18,9 @@ interface FloorCost {
   perCpu: Spread;
   ceiling: number | null;
   maxMultiple: number | null;
+  inPlaceUs: Spread;
+  inPlaceMultiple: Spread;
+  inPlaceCeiling: number | null;
 }
 interface Check {
   limit: number;
@@ -94,6 +97,33 @@ describe("variant floors", () => {
     expect(line).toContain("1.30× the floor (1.20–1.50); ceiling 0.71×, measured 0.67× per CPU-s");
     expect(line).toContain("target ≤ 1.3×: PASS");
     expect(line).toContain("- tracing-sampled: floor 2.0 µs (tracing-ratio-0.1), added 2.5 µs");
+  });
+
+  it("sets the added CPU against the same code in the undici forwarder, round by round", () => {
+    const withForwarder = [
+      ...cells,
+      cell("undici", 1, 40),
+      cell("undici+dpop", 1, 52), // +12: bearer-proxy's +24 is 2×
+      cell("undici", 2, 40),
+      cell("undici+dpop", 2, 70), // +30: 1×
+      cell("undici", 3, 40),
+      cell("undici+dpop", 3, 66), // +26: 1×
+    ];
+    const dpop = floorCosts(withForwarder, variants, floors).find((c) => c.variant === "dpop")!;
+    expect(dpop.inPlaceUs.median).toBeCloseTo(26, 6);
+    expect(dpop.inPlaceUs.min).toBeCloseTo(12, 6);
+    expect(dpop.inPlaceMultiple.median).toBeCloseTo(1, 6);
+    expect(dpop.inPlaceMultiple.max).toBeCloseTo(2, 6);
+    // Plain's median 50 µs: 50 / (50 + 26).
+    expect(dpop.inPlaceCeiling).toBeCloseTo(50 / 76, 6);
+    const line = floorMarkdown([dpop], floors)!;
+    expect(line).toContain(
+      "in place (undici forwarder + the same code, its added CPU over the forwarder): 26.0 µs (12.0–30.0), so bearer-proxy adds 1.00× that (1.00–2.00) and that floor's ceiling is 0.66×",
+    );
+    // Without the forwarder's cells the line says nothing about it.
+    const without = floorCosts(cells, variants, floors).find((c) => c.variant === "dpop")!;
+    expect(without.inPlaceUs.median).toBeNull();
+    expect(floorMarkdown([without], floors)).not.toContain("in place");
   });
 
   describe("gate floors (bench/gate-floor.mjs rows)", () => {
