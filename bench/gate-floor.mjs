@@ -31,7 +31,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import bcrypt from "bcryptjs";
-import { fromDist } from "./lib/dist.mjs";
+import { DIST, fromDist } from "./lib/dist.mjs";
 import { median } from "./lib/summarize.mjs";
 
 const { values } = parseArgs({
