@@ -3,9 +3,9 @@
  * same core, and one that has just served a cell goes on working for seconds after its load
  * stops (V8's memory reducer, a collection that shrinks the heap, glibc giving memory back): on
  * a single core that time is taken from the next competitor's cell, and its caches with it.
- * In one run an identical copy of plain bearer-proxy measured last in its round cost 15 % more
- * CPU per request than plain measured first (bench/PROFILE.md). The bench records how much CPU
- * the neighbours used during each cell and, with `--isolate`, stops them (SIGSTOP) for the cell.
+ * The bench records how much CPU the neighbours used during each cell and, with `--isolate`,
+ * stops them (SIGSTOP) for the cell and its `--fresh` warm-up. (Stopped neighbours were not what
+ * made a late slot cost up to 42 % more — that was the idle gap before it; bench/PROFILE.md.)
  */
 import { readCpuSeconds } from "./processes.mjs";
 

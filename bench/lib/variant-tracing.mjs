@@ -23,16 +23,24 @@ export function tracingVariant({ key, ratio, sampler }) {
     return {
       configure: (config) => ({ ...config, tracing: { exporter: "otlp" } }),
       headers: {},
-      env: {
-        OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint(key),
-        OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
-        ...sampler,
-      },
+      env: otlpEnv(sink, key, sampler),
       spans: {
         ratio,
         received: async () => (await sink.spans())[`/${key}/v1/traces`] ?? 0,
       },
     };
+  };
+}
+
+/**
+ * The OTEL_* environment of a tracing process, bearer-proxy or the forwarder: the sink under
+ * `/<path>`, protobuf, `sampler`. One place, so the variant and its floor in place export alike.
+ */
+function otlpEnv(sink, path, sampler) {
+  return {
+    OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint(path),
+    OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+    ...sampler,
   };
 }
 
@@ -45,11 +53,7 @@ export function tracingInPlace({ key, sampler }) {
     const sink = await otlpSink();
     return {
       feature: "tracing",
-      env: {
-        OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint(`${key}-in-place`),
-        OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
-        ...sampler,
-      },
+      env: otlpEnv(sink, `${key}-in-place`, sampler),
     };
   };
 }
