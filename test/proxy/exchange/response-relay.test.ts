@@ -174,7 +174,7 @@ describe("ResponseRelay", () => {
     r10.attempt.respond(200, {}, "ok");
     await waitFor(() => r10.client.text().includes("ok"), "the response");
     expect(r10.client.text()).toMatch(/^HTTP\/1\.1 200 /);
-    expect(r10.client.text()).not.toContain("103");
+    expect(r10.client.text()).not.toContain("103 Early Hints");
   });
 
   it("answers a failure before the head with the error contract (502 upstream_reset)", async () => {
