@@ -15,9 +15,8 @@ export default defineConfig({
       process.env.BEARER_PROXY_TEST_WORKERS ?? Math.max(2, availableParallelism() * 2),
     ),
     reporters: ["default"],
-    // .ci/run sets BEARER_PROXY_TEST_RETRY=1: on a loaded CI machine one timing-bound test may
-    // miss its deadline once; a real regression fails the retry too, and the report names every
-    // retried test. Locally nothing is retried.
+    // Nothing is retried, in CI or here: a timing-bound test that needs a second try is a flaky
+    // test to fix. BEARER_PROXY_TEST_RETRY is for bisecting such a test locally.
     retry: Number(process.env.BEARER_PROXY_TEST_RETRY ?? 0),
   },
 });
