@@ -177,28 +177,53 @@ async function startProxy({
 export const FLOOR_SCRIPT =
   'require("node:http").createServer((req, res) => res.end()).listen(Number(process.env.FLOOR_PORT), "127.0.0.1")';
 
-/** Floor cell: the bare server's ready time and RSS `idleS` after ready. */
+/**
+ * The floor after one TLS request: the same bare server, which once listening makes one HTTPS
+ * GET (to the token emulator, trusting the bench CA) and drains the answer. A sidecar cannot
+ * start without one (its token fetch), and the runtime's TLS and X.509 code it pages in is the
+ * runtime's, not the proxy's: on Node 24 here it is ~10 MiB, on Node 20 ~3 (bench/PROFILE.md).
+ */
+export const TLS_FLOOR_SCRIPT = `${FLOOR_SCRIPT.slice(0, -1)}, () => require("node:https").get(process.env.FLOOR_TLS_URL, { ca: require("node:fs").readFileSync(process.env.FLOOR_CA) }, (res) => res.resume()))`;
+
+/**
+ * Floor cell: the bare server's ready time and RSS `idleS` after ready, and beside it (started
+ * at the same time: both idle) the floor after one TLS request (`tlsIdleRssMiB`, when the
+ * context has a token emulator to ask).
+ */
 async function measureFloor({ node, flagSet, ctx, settings }) {
-  const port = await findFreePort();
-  const floor = await startUntilReady({
-    node,
-    flagSet,
-    core: ctx.proxyCore,
-    control: ctx.control,
-    env: { FLOOR_PORT: String(port) },
-    readyUrl: `http://127.0.0.1:${port}/`,
-    args: ["-e", FLOOR_SCRIPT],
-    what: "the floor (bare node:http server)",
-  });
+  const startFloor = async (args, env, what) => {
+    const port = await findFreePort();
+    return startUntilReady({
+      node,
+      flagSet,
+      core: ctx.proxyCore,
+      control: ctx.control,
+      env: { FLOOR_PORT: String(port), ...env },
+      readyUrl: `http://127.0.0.1:${port}/`,
+      args,
+      what,
+    });
+  };
+  const floor = await startFloor(["-e", FLOOR_SCRIPT], {}, "the floor (bare node:http server)");
+  let tlsFloor;
   try {
+    if (ctx.emulator) {
+      tlsFloor = await startFloor(
+        ["-e", TLS_FLOOR_SCRIPT],
+        { FLOOR_TLS_URL: `${ctx.emulator.url}/`, FLOOR_CA: ctx.certs.caFile },
+        "the floor after one TLS request",
+      );
+    }
     await new Promise((resolve) => setTimeout(resolve, settings.idleS * 1000));
     return {
       readyMs: floor.readyMs,
       cpuToReadyMs: floor.cpuToReadyMs,
       idleRssMiB: readRssBytes([floor.child.pid]) / MIB,
+      ...(tlsFloor ? { tlsIdleRssMiB: readRssBytes([tlsFloor.child.pid]) / MIB } : {}),
     };
   } finally {
     await stopChild(floor.child, 10_000);
+    if (tlsFloor) await stopChild(tlsFloor.child, 10_000);
   }
 }
 
@@ -419,7 +444,7 @@ export async function runFootprint({ ctx, settings, log = () => {} }) {
         log(
           `[footprint r${round}] ${node.version} ${flagName.padEnd(9)} ready ${f(cell.readyMs)} ms ` +
             `(cpu ${f(cell.cpuToReadyMs)} ms; floor ${f(cell.floor?.readyMs)}/${f(cell.floor?.cpuToReadyMs)})  ` +
-            `idle ${f(cell.idleRssMiB, 1)} MiB (floor ${f(cell.floor?.idleRssMiB, 1)})  ` +
+            `idle ${f(cell.idleRssMiB, 1)} MiB (floor ${f(cell.floor?.idleRssMiB, 1)}, after TLS ${f(cell.floor?.tlsIdleRssMiB, 1)})  ` +
             `peak ${f(cell.peakRssMiB, 1)} MiB (forwarder ${f(cell.loadFloor?.peakRssMiB, 1)})  ` +
             `@${r?.rate ?? "—"}: p99 ${f(r?.p99Ms, 2)} (forwarder ${f(cell.loadFloor?.rates[0]?.p99Ms, 2)}) ` +
             `p99.9 ${f(r?.p999Ms, 2)} ms  loop max ${f(r?.loopLagMaxMs, 1)} ms`,
@@ -490,9 +515,13 @@ export function summarizeFootprint(cells, direct) {
       floorReadyMs: stats(group.map((c) => c.floor?.readyMs)),
       floorCpuToReadyMs: stats(group.map((c) => c.floor?.cpuToReadyMs)),
       floorIdleRssMiB: stats(group.map((c) => c.floor?.idleRssMiB)),
+      tlsFloorIdleRssMiB: stats(group.map((c) => c.floor?.tlsIdleRssMiB)),
       // Per round: the proxy against the floor measured just before it.
       idleAboveFloorMiB: stats(
         group.map((c) => c.idleRssMiB - (c.floor?.idleRssMiB ?? Number.NaN)),
+      ),
+      idleAboveTlsFloorMiB: stats(
+        group.map((c) => c.idleRssMiB - (c.floor?.tlsIdleRssMiB ?? Number.NaN)),
       ),
       peakRssMiB: stats(group.map((c) => c.peakRssMiB)),
       floorPeakRssMiB: stats(group.map((c) => c.loadFloor?.peakRssMiB)),
@@ -528,7 +557,10 @@ export function renderFootprintMarkdown(result) {
     "",
     `Per Node version and flag set, ${settings.rounds} interleaved round(s); median (min–max). ` +
       "Floor: a bare Node process with an HTTP server listening and nothing else, same flags, " +
-      "measured on the same core right before each proxy start. " +
+      "measured on the same core right before each proxy start; *after one TLS request*: the same " +
+      "process after one HTTPS GET to the token emulator (every sidecar start makes one, its token " +
+      "fetch; the runtime's TLS code and tables it pages in are the runtime's), shown beside the " +
+      "verdict, which is against the bare floor. " +
       `Idle: configured from the environment alone (one credential, the local token emulator), RSS ${settings.idleS} s after ready. ` +
       `Ready: spawn → first \`/readyz\` 200 (token fetched; the floor: its first 200), and the CPU the process used until then — ` +
       "the steadier figure on a shared machine, where wall time also measures the queue for a core. " +
@@ -580,7 +612,7 @@ export function renderFootprintMarkdown(result) {
     cellsRow(
       `idle RSS ≤ floor + ${t.idleAboveFloorMiB} MiB`,
       (r) =>
-        `${m(r.idleRssMiB)} (floor ${m(r.floorIdleRssMiB)}, +${m(r.idleAboveFloorMiB)}) ${verdict(r.idleAboveFloorMiB, t.idleAboveFloorMiB)}`,
+        `${m(r.idleRssMiB)} (floor ${m(r.floorIdleRssMiB)}, +${m(r.idleAboveFloorMiB)}${r.tlsFloorIdleRssMiB?.median == null ? "" : `; after one TLS request ${m(r.tlsFloorIdleRssMiB)}, +${m(r.idleAboveTlsFloorMiB)}`}) ${verdict(r.idleAboveFloorMiB, t.idleAboveFloorMiB)}`,
     ),
     cellsRow(`start → ready ≤ ${t.readyMs} ms (worse Node)`, (r) => {
       const worse = worseNode(summary, r.flags, (x) => x.readyMs);
