@@ -35,7 +35,7 @@ import { parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { startEmulatorProcess } from "./lib/bearer-proxy.mjs";
 import { createBenchCertificates } from "./lib/certs.mjs";
-import { findFreePort } from "./lib/competitors.mjs";
+import { findFreePort, STATIC_TOKEN } from "./lib/competitors.mjs";
 import { createControlClient } from "./lib/control-client.mjs";
 import { runFixedRate } from "./lib/generators.mjs";
 import {
@@ -310,6 +310,7 @@ async function measureLoadFloor({ node, flagSet, ctx, settings }) {
     args: [
       FORWARDER_SCRIPT,
       ...["--upstream", ctx.upstream.url, "--ca", ctx.certs.caFile, "--port", String(port)],
+      ...["--token", STATIC_TOKEN],
     ],
     what: "the undici forwarder",
   });
