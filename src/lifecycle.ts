@@ -23,6 +23,12 @@ export interface Lifecycle {
    */
   readonly waiting: WaitingRoom;
   markStarted(): void;
+  /**
+   * What starting waits for (run-control.ts: every required prefetched token), asked whenever
+   * `started` is read, so /startup agrees with /readyz the moment the token arrives instead of
+   * at the next poll; it is marked started the first time the condition holds.
+   */
+  startWhen(condition: () => boolean): void;
   /** Calls `listener` once started (at once if it already is). */
   onStarted(listener: () => void): void;
   markRunning(): void;
@@ -34,7 +40,16 @@ export interface Lifecycle {
 export function createLifecycle(): Lifecycle {
   let phase: LifecyclePhase = "starting";
   let started = false;
+  let startCondition: (() => boolean) | undefined;
   let startedListeners: (() => void)[] = [];
+  const markStarted = (): void => {
+    if (started) return;
+    started = true;
+    startCondition = undefined;
+    const listeners = startedListeners;
+    startedListeners = [];
+    for (const listener of listeners) listener();
+  };
   const load = createProcessLoad();
   const upgrades = createProcessLoad();
   const waiting = createWaitingRoom();
@@ -46,14 +61,12 @@ export function createLifecycle(): Lifecycle {
       return phase;
     },
     get started() {
+      if (!started && startCondition?.()) markStarted();
       return started;
     },
-    markStarted: () => {
-      if (started) return;
-      started = true;
-      const listeners = startedListeners;
-      startedListeners = [];
-      for (const listener of listeners) listener();
+    markStarted,
+    startWhen: (condition) => {
+      startCondition = condition;
     },
     onStarted: (listener) => {
       if (started) listener();

@@ -106,19 +106,18 @@ function watchStartup(
       : config.upstreams
           .filter((u) => tokens.modeOf(u.name).mode === "prefetch")
           .map((u) => u.name);
-  const check = (): boolean => {
+  lifecycle.startWhen(() => {
     const statuses = tokens.statuses();
-    const pending = waitingFor.filter((name) => {
+    return waitingFor.every((name) => {
       const state = statuses.get(name)?.state;
-      return state !== "valid" && state !== "degraded";
+      return state === "valid" || state === "degraded";
     });
-    if (pending.length > 0) return false;
-    lifecycle.markStarted();
-    return true;
-  };
-  if (check()) return undefined;
+  });
+  // Reading `started` asks the condition: a probe sees it at once; the poll is for the
+  // listeners (lifecycle.onStarted) when nobody asks.
+  if (lifecycle.started) return undefined;
   const timer = setInterval(() => {
-    if (check()) clearInterval(timer);
+    if (lifecycle.started) clearInterval(timer);
   }, 50);
   timer.unref();
   return timer;

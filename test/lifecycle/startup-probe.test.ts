@@ -1,0 +1,66 @@
+/**
+ * /startup agrees with /readyz the moment the start's token arrives: the start condition is
+ * asked whenever `started` is read, not only by a 50 ms poll (a probe right after /readyz turned
+ * 200 used to read 503 "starting" for up to one poll, and longer on a loaded machine).
+ */
+import { request } from "undici";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Emulator } from "../../src/emulator/emulator-types.js";
+import { createLifecycle } from "../../src/lifecycle.js";
+import { startAppUnderTest } from "../helpers/app-under-test.js";
+import { emulatorUpstream } from "../helpers/callers-fixture.js";
+import { startTlsEmulator } from "../helpers/emulator.js";
+import { createTestPki, type TestPki } from "../helpers/tls.js";
+
+describe("the start condition", () => {
+  it("is asked whenever `started` is read; once it holds, started stays", () => {
+    const lifecycle = createLifecycle();
+    let tokens = false;
+    let calls = 0;
+    lifecycle.onStarted(() => calls++);
+    lifecycle.startWhen(() => tokens);
+    expect(lifecycle.started).toBe(false);
+    tokens = true;
+    expect(lifecycle.started).toBe(true);
+    expect(calls).toBe(1);
+    tokens = false;
+    expect(lifecycle.started).toBe(true);
+    expect(calls).toBe(1);
+  });
+});
+
+describe("/startup against /readyz on a real start", () => {
+  let pki: TestPki;
+  let emulator: Emulator;
+  beforeAll(async () => {
+    pki = await createTestPki();
+    emulator = await startTlsEmulator(pki);
+  });
+  afterAll(async () => {
+    await emulator?.close();
+  });
+
+  const status = async (url: string) => {
+    const answer = await request(url);
+    await answer.body.dump();
+    return answer.statusCode;
+  };
+
+  it("answers 200 as soon as /readyz does (three starts)", async () => {
+    for (let start = 0; start < 3; start++) {
+      const proxy = await startAppUnderTest({
+        caPem: pki.caPem,
+        config: { upstreams: [emulatorUpstream(emulator.url, "files")] },
+      });
+      try {
+        const deadline = Date.now() + 10_000;
+        while ((await status(`${proxy.adminUrl}/readyz`)) !== 200) {
+          expect(Date.now()).toBeLessThan(deadline);
+        }
+        expect(await status(`${proxy.adminUrl}/startup`)).toBe(200);
+      } finally {
+        await proxy.close();
+      }
+    }
+  });
+});
