@@ -4,13 +4,11 @@
  * 200 used to read 503 "starting" for up to one poll, and longer on a loaded machine).
  */
 import { request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Emulator } from "../../src/emulator/emulator-types.js";
+import { describe, expect, it } from "vitest";
 import { createLifecycle } from "../../src/lifecycle.js";
 import { startAppUnderTest } from "../helpers/app-under-test.js";
 import { emulatorUpstream } from "../helpers/callers-fixture.js";
-import { startTlsEmulator } from "../helpers/emulator.js";
-import { createTestPki, type TestPki } from "../helpers/tls.js";
+import { useEmulator } from "../helpers/emulator.js";
 
 describe("the start condition", () => {
   it("is asked whenever `started` is read; once it holds, started stays", () => {
@@ -30,15 +28,7 @@ describe("the start condition", () => {
 });
 
 describe("/startup against /readyz on a real start", () => {
-  let pki: TestPki;
-  let emulator: Emulator;
-  beforeAll(async () => {
-    pki = await createTestPki();
-    emulator = await startTlsEmulator(pki);
-  });
-  afterAll(async () => {
-    await emulator?.close();
-  });
+  const emulator = useEmulator();
 
   const status = async (url: string) => {
     const answer = await request(url);
@@ -49,8 +39,8 @@ describe("/startup against /readyz on a real start", () => {
   it("answers 200 as soon as /readyz does (three starts)", async () => {
     for (let start = 0; start < 3; start++) {
       const proxy = await startAppUnderTest({
-        caPem: pki.caPem,
-        config: { upstreams: [emulatorUpstream(emulator.url, "files")] },
+        caPem: emulator().caPem,
+        config: { upstreams: [emulatorUpstream(emulator().url, "files")] },
       });
       try {
         const deadline = Date.now() + 10_000;
