@@ -181,7 +181,7 @@ export const FLOOR_SCRIPT =
  * The floor after one TLS request: the same bare server, which once listening makes one HTTPS
  * GET (to the token emulator, trusting the bench CA) and drains the answer. A sidecar cannot
  * start without one (its token fetch), and the runtime's TLS and X.509 code it pages in is the
- * runtime's, not the proxy's: on Node 24 here it is ~10 MiB, on Node 20 ~3 (bench/PROFILE.md).
+ * runtime's, not the proxy's: on Node 24 here it is ~9 MiB, on Node 20 ~1.5 (docs/benchmark.md).
  */
 export const TLS_FLOOR_SCRIPT = `${FLOOR_SCRIPT.slice(0, -1)}, () => require("node:https").get(process.env.FLOOR_TLS_URL, { ca: require("node:fs").readFileSync(process.env.FLOOR_CA) }, (res) => res.resume()))`;
 
