@@ -263,11 +263,13 @@ describe("an upstream restart", () => {
     await sleep(200);
     const post = send(`${gateway.url}/orders/create`, { method: "POST", body: '{"n":1}' });
     await sleep(100);
-    // Down for 200 ms while the POST is being processed and GETs keep coming. (Five retries
-    // back off 50, 100, 200, 400, 800 ms at most, with full jitter: about 0.8 s on average,
-    // and a request meeting a 200 ms outage runs out of attempts about once in 900.)
+    // Down for 100 ms while the POST is being processed and GETs keep coming. (Five retries
+    // back off 50, 100, 200, 400, 800 ms at most, with full jitter: about 0.8 s on average. The
+    // chance that all five fit inside the outage grows with its fifth power: a 200 ms outage lost
+    // one GET of 866 in CI once, and a loaded machine stretches the sleep; 100 ms leaves that
+    // ~32 times rarer and still meets GETs at the closed port.)
     await stopUpstream();
-    await sleep(200);
+    await sleep(100);
     await startUpstream();
     const gets = (await Promise.all(loops)).flat();
     const posted = await post;
