@@ -3,11 +3,10 @@
  * asked whenever `started` is read, not only by a 50 ms poll (a probe right after /readyz turned
  * 200 used to read 503 "starting" for up to one poll, and longer on a loaded machine).
  */
-import { request } from "undici";
 import { describe, expect, it } from "vitest";
 import { createLifecycle } from "../../src/lifecycle.js";
 import { startAppUnderTest } from "../helpers/app-under-test.js";
-import { emulatorUpstream } from "../helpers/callers-fixture.js";
+import { emulatorUpstream, httpGet } from "../helpers/callers-fixture.js";
 import { useEmulator } from "../helpers/emulator.js";
 
 describe("the start condition", () => {
@@ -30,11 +29,7 @@ describe("the start condition", () => {
 describe("/startup against /readyz on a real start", () => {
   const emulator = useEmulator();
 
-  const status = async (url: string) => {
-    const answer = await request(url);
-    await answer.body.dump();
-    return answer.statusCode;
-  };
+  const status = async (url: string) => (await httpGet(url)).status;
 
   it("answers 200 as soon as /readyz does (three starts)", async () => {
     for (let start = 0; start < 3; start++) {
