@@ -48,7 +48,9 @@ async function liveWhilePaused(gc: () => void, baseline: number): Promise<number
 const HELD_BOUND_MIB = 20;
 
 function report(what: string, heldMiB: number) {
-  console.log(`${what}: live memory while paused ${heldMiB >= 0 ? "+" : ""}${heldMiB.toFixed(1)} MiB (proxy + client + emulator)`);
+  console.log(
+    `${what}: live memory while paused ${heldMiB >= 0 ? "+" : ""}${heldMiB.toFixed(1)} MiB (proxy + client + emulator)`,
+  );
 }
 
 /**
@@ -127,7 +129,9 @@ describe("50 MiB through the proxy, streaming both ways without holding the body
       // The emulator answers only at the body's end, so an answer before the pause is a failure.
       await Promise.race([
         paused,
-        answered.then((r) => Promise.reject(new Error(`answered ${r.statusCode} before the pause`))),
+        answered.then((r) =>
+          Promise.reject(new Error(`answered ${r.statusCode} before the pause`)),
+        ),
       ]);
       const held = await liveWhilePaused(gc, baseline);
       resume();
