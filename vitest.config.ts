@@ -15,8 +15,8 @@ export default defineConfig({
       process.env.BEARER_PROXY_TEST_WORKERS ?? Math.max(2, availableParallelism() * 2),
     ),
     reporters: ["default"],
-    // .ci/run sets BEARER_PROXY_TEST_RETRY=1 (its comment says why, and what is left to fix);
-    // locally nothing is retried. A test that needs a second try is a flaky test to fix.
+    // Nothing is retried, in CI either; BEARER_PROXY_TEST_RETRY=N is for a local hunt. A test
+    // that needs a second try is a flaky test to fix.
     retry: Number(process.env.BEARER_PROXY_TEST_RETRY ?? 0),
   },
 });
