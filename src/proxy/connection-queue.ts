@@ -113,6 +113,12 @@ export function createConnectionQueue(
     enqueue(req, res) {
       const c = connectionOf(req.socket as PipelinedSocket);
       if (c.closed) return;
+      // The usual case, a connection with nothing queued and nothing in flight: no queue.
+      if (!c.busy && c.head === c.queue.length && !c.socket.destroyed) {
+        c.busy = true;
+        handle(req, res);
+        return;
+      }
       c.queue.push(req, res);
       if (c.busy && queued(c) >= maxPipelinedRequests && !c.pausedByUs) {
         c.pausedByUs = true;

@@ -25,6 +25,7 @@ import type { ExchangeUnderWay, ProxiedRequest } from "../proxied-request.js";
 import { type MappedProxyError, mapUpstreamError } from "../proxy-errors.js";
 import type { Route } from "../routing/route.js";
 import type { AttemptHandler } from "./layer.js";
+import type { QueueWaiter } from "./queue-deadlines.js";
 
 /** How an exchange ended, for the request's access line. */
 export interface ExchangeEnd {
@@ -75,7 +76,7 @@ export interface Resend {
   replay?: boolean | undefined;
 }
 
-export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay {
+export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, QueueWaiter {
   readonly route: Route;
   /** The token the next attempt carries (a 401 replay changes it). */
   token: AccessToken;
@@ -91,8 +92,10 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay {
   private layers!: ExchangeLayers;
   /** undici's abort for the current attempt (set in onConnect). */
   private abortUpstream: ((err?: Error) => void) | undefined;
-  /** Runs from dispatch until undici hands the request a connection (onConnect). */
-  private queueTimer: NodeJS.Timeout | undefined;
+  /** Past it, a request still in the pool's queue fails (route.queueDeadlines keeps the time). */
+  queueDeadlineMs = 0;
+  /** In route.queueDeadlines: from dispatch until undici hands the request a connection. */
+  private queued = false;
   private useFresh = false;
   /** The next attempt is the 401 replay (request.replayed once it is sent). */
   private pendingReplay = false;
@@ -170,8 +173,8 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay {
       return;
     }
     // With a free pooled connection undici writes the request inside `dispatch` (onConnect ran
-    // already): only a request left waiting in the pool's queue needs the deadline (and its timer).
-    if (this.abortUpstream === undefined && !this.finished) this.startQueueTimer(dispatcher);
+    // already): only a request left waiting in the pool's queue needs the deadline.
+    if (this.abortUpstream === undefined && !this.finished) this.startQueueDeadline();
   }
 
   private dispatcher(): Dispatcher {
@@ -211,7 +214,9 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay {
    * onConnect): its queue deadline must not fire during a retry's backoff or turn.
    */
   stopQueueDeadline(): void {
-    clearTimeout(this.queueTimer);
+    if (!this.queued) return;
+    this.queued = false;
+    this.route.queueDeadlines.remove(this);
   }
 
   /** Made only when a resend has to wait (for its turn, or a new token); a hang-up aborts it. */
@@ -276,7 +281,7 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay {
     this.finished = true;
     this.request.exchange = undefined;
     this.endAttempt(errorCode, protocolVersion);
-    clearTimeout(this.queueTimer);
+    this.stopQueueDeadline();
     this.layers.retry?.cancel();
     this.layers.relay.stop();
     return true;
@@ -287,24 +292,29 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay {
    * (its timeouts start once the request is written). `timeouts.queue` bounds that wait; a
    * request waiting for a connection being opened is left to `timeouts.connect`.
    */
-  private startQueueTimer(dispatcher: Dispatcher): void {
-    clearTimeout(this.queueTimer);
+  private startQueueDeadline(): void {
+    this.queued = true;
+    this.route.queueDeadlines.add(this);
+  }
+
+  /** route.queueDeadlines: the wait is over and undici has not handed over a connection. */
+  queueExpired(): void {
+    this.queued = false;
     const upstream = this.route.config;
-    this.queueTimer = setTimeout(() => {
-      if (this.finished || this.abortUpstream || !isQueued(dispatcher, upstream.origin)) return;
-      this.fail({
-        code: "upstream_busy",
-        message: `no connection to upstream ${upstream.name} came free within timeouts.queue`,
-        retryAfterSeconds: 1,
-        cause: undefined,
-      });
-    }, upstream.timeouts.queueMs);
+    if (this.finished || this.abortUpstream || !isQueued(this.dispatcher(), upstream.origin))
+      return;
+    this.fail({
+      code: "upstream_busy",
+      message: `no connection to upstream ${upstream.name} came free within timeouts.queue`,
+      retryAfterSeconds: 1,
+      cause: undefined,
+    });
   }
 
   // undici's handler callbacks: checked here, then passed to the layers.
 
   onConnect(abort: (err?: Error) => void): void {
-    clearTimeout(this.queueTimer);
+    this.stopQueueDeadline();
     // Finished before undici wrote anything (client gone, queue deadline): throwing makes undici
     // drop the request and keep the pooled connection (client-h1 writeH1 catches it and calls
     // errorRequest); `abort` would destroy that connection.

@@ -10,6 +10,7 @@ import type { UpstreamConfig } from "../../config/proxy-config.js";
 import type { UpstreamPacing } from "../../pacing/upstream-pacing.js";
 import type { TokenProvider } from "../../token/token-provider.js";
 import { CredentialWriter } from "../credential.js";
+import { QueueDeadlines } from "../exchange/queue-deadlines.js";
 import { createHeaderInjector, type HeaderInjector } from "./forwarded-headers.js";
 
 export interface RouteSources {
@@ -40,6 +41,8 @@ export class Route {
   readonly freshDispatcher: Dispatcher;
   readonly upgradeDispatcher: Dispatcher;
   readonly pacing: UpstreamPacing | undefined;
+  /** Its requests waiting in the pool's queue, held to `timeouts.queue` (exchange.ts). */
+  readonly queueDeadlines: QueueDeadlines;
   private readonly tokenFor: (upstreamName: string) => TokenProvider;
 
   constructor(
@@ -54,6 +57,7 @@ export class Route {
     this.freshDispatcher = sources.freshDispatcherFor?.(config.name) ?? this.dispatcher;
     this.upgradeDispatcher = sources.upgradeDispatcherFor?.(config.name) ?? this.dispatcher;
     this.pacing = sources.pacingFor?.(config.name);
+    this.queueDeadlines = new QueueDeadlines(config.timeouts.queueMs);
     this.tokenFor = sources.tokenFor;
   }
 

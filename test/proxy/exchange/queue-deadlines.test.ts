@@ -1,0 +1,71 @@
+/**
+ * The pool-queue deadlines of one upstream on one timer (exchange/queue-deadlines.ts): waiters
+ * expire oldest first, each once, not before their time; one that got its connection never
+ * expires; a thousand waiters hold one timer between them.
+ */
+import { describe, expect, it, vi } from "vitest";
+import { QueueDeadlines, type QueueWaiter } from "../../../src/proxy/exchange/queue-deadlines.js";
+
+function waiter(name: string, expired: { name: string; lateMs: number }[]): QueueWaiter {
+  const w: QueueWaiter = {
+    queueDeadlineMs: 0,
+    queueExpired() {
+      expired.push({ name, lateMs: performance.now() - w.queueDeadlineMs });
+    },
+  };
+  return w;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("QueueDeadlines", () => {
+  it("expires waiters oldest first, each once and never early; a removed one never", async () => {
+    const deadlines = new QueueDeadlines(40);
+    const expired: { name: string; lateMs: number }[] = [];
+    const a = waiter("a", expired);
+    const b = waiter("b", expired);
+    const c = waiter("c", expired);
+    deadlines.add(a);
+    await sleep(15);
+    deadlines.add(b);
+    deadlines.add(c);
+    deadlines.remove(b); // got its connection
+    await sleep(200);
+    expect(expired.map((e) => e.name)).toEqual(["a", "c"]);
+    for (const e of expired) expect(e.lateMs).toBeGreaterThanOrEqual(0);
+    expect(deadlines.size).toBe(0);
+  });
+
+  it("re-adding a waiter (a resend that queues again) restarts its wait", async () => {
+    const deadlines = new QueueDeadlines(60);
+    const expired: { name: string; lateMs: number }[] = [];
+    const a = waiter("a", expired);
+    deadlines.add(a);
+    const firstDeadline = a.queueDeadlineMs;
+    await sleep(30);
+    deadlines.add(a);
+    expect(a.queueDeadlineMs).toBeGreaterThan(firstDeadline);
+    expect(deadlines.size).toBe(1);
+    await sleep(45); // past the first deadline, before the second
+    expect(expired).toEqual([]);
+    await sleep(150);
+    expect(expired.map((e) => e.name)).toEqual(["a"]);
+  });
+
+  it("keeps one timer for a thousand waiters, and none once they are gone", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      const deadlines = new QueueDeadlines(1_000);
+      const expired: { name: string; lateMs: number }[] = [];
+      const waiters = Array.from({ length: 1_000 }, (_, i) => waiter(String(i), expired));
+      for (const w of waiters) deadlines.add(w);
+      expect(vi.getTimerCount()).toBe(1);
+      for (const w of waiters.slice(0, 500)) deadlines.remove(w);
+      vi.advanceTimersByTime(1_000);
+      expect(expired.map((e) => e.name)).toEqual(waiters.slice(500).map((_, i) => String(500 + i)));
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
