@@ -94,6 +94,8 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, Q
   private abortUpstream: ((err?: Error) => void) | undefined;
   /** Past it, a request still in the pool's queue fails (route.queueDeadlines keeps the time). */
   queueDeadlineMs = 0;
+  queuePrev: QueueWaiter | undefined = undefined;
+  queueNext: QueueWaiter | undefined = undefined;
   /** In route.queueDeadlines: from dispatch until undici hands the request a connection. */
   private queued = false;
   private useFresh = false;
@@ -293,6 +295,7 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, Q
    * request waiting for a connection being opened is left to `timeouts.connect`.
    */
   private startQueueDeadline(): void {
+    this.stopQueueDeadline();
     this.queued = true;
     this.route.queueDeadlines.add(this);
   }

@@ -9,6 +9,8 @@ import { QueueDeadlines, type QueueWaiter } from "../../../src/proxy/exchange/qu
 function waiter(name: string, expired: { name: string; lateMs: number }[]): QueueWaiter {
   const w: QueueWaiter = {
     queueDeadlineMs: 0,
+    queuePrev: undefined,
+    queueNext: undefined,
     queueExpired() {
       expired.push({ name, lateMs: performance.now() - w.queueDeadlineMs });
     },
@@ -43,6 +45,7 @@ describe("QueueDeadlines", () => {
     deadlines.add(a);
     const firstDeadline = a.queueDeadlineMs;
     await sleep(30);
+    deadlines.remove(a);
     deadlines.add(a);
     expect(a.queueDeadlineMs).toBeGreaterThan(firstDeadline);
     expect(deadlines.size).toBe(1);
