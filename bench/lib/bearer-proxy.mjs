@@ -108,6 +108,8 @@ export async function startBearerProxy({
   configure = (config) => config,
   /** Extra environment for the proxy process (a variant's OTEL_* settings). */
   env = {},
+  /** The build's cli.js (the A/A variant may run another build: BENCH_AA_CLI). */
+  cli = CLI,
 }) {
   const [listenPort, adminPort] = [await findFreePort(), await findFreePort()];
   const configFile = join(dir, `bearer-proxy${tag}.yaml`);
@@ -131,7 +133,7 @@ export async function startBearerProxy({
   const child = spawnPinned(
     core,
     process.execPath,
-    [...NODE_FLAGS, CLI, "run", "--config", configFile],
+    [...NODE_FLAGS, cli, "run", "--config", configFile],
     {
       cwd: REPO_DIR,
       env: { ...process.env, ...env },

@@ -45,7 +45,7 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
   const competitors = [];
 
   /** bearer-proxy over HTTP/1.1 or HTTP/2, or a variant; all share one token emulator. */
-  const bearerProxy = async ({ http2 = false, tag = "", configure, env } = {}) => {
+  const bearerProxy = async ({ http2 = false, tag = "", configure, env, cli } = {}) => {
     const missing = bearerProxyMissing();
     if (missing) {
       problems.push(`bearer-proxy cannot run: ${missing}`);
@@ -66,6 +66,7 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
       tag,
       configure,
       env,
+      cli,
     });
   };
   const starters = {
@@ -114,7 +115,7 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
           variant,
           dir,
           control,
-          startProxy: (configure, tag, env) => bearerProxy({ configure, tag, env }),
+          startProxy: (configure, tag, env, cli) => bearerProxy({ configure, tag, env, cli }),
           otlpSink,
         }),
     }));

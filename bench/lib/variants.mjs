@@ -17,6 +17,7 @@
  *   - `env` (optional): extra environment for the proxy process (the tracing variants' OTEL_*);
  *   - `spans` (optional, tracing): `{ratio, received()}`, the share of requests sampled and the
  *     spans the sink got from this variant, for lib/variant-tracing.mjs `accountSpans`.
+ *   - `cli` (optional): another build's dist/cli.js to run instead of the measured one's.
  *   Before it is measured, a GET through the variant with `headers` must answer 200 and one
  *   without them `withoutHeaders`; otherwise the run fails (exit 1): a variant that refuses
  *   the credential measures nothing but its error path.
@@ -71,10 +72,18 @@ export const BEARER_PROXY_VARIANTS = [
   {
     // Report only: plain's own config in a variant's slot. Its ratio to plain is the run's
     // noise band: a variant within it of its target is the machine, not the feature (issue 33).
+    // With BENCH_AA_CLI (another build's dist/cli.js) it is an A/B of two builds instead, in
+    // the same interleaved rounds: a change's before/after without a run's drift between them.
     key: "aa-plain",
-    label: "plain bearer-proxy again, in a variant's slot (A/A control: the run's noise)",
+    label: process.env.BENCH_AA_CLI
+      ? `plain bearer-proxy from ${process.env.BENCH_AA_CLI} (A/B of two builds)`
+      : "plain bearer-proxy again, in a variant's slot (A/A control: the run's noise)",
     issue: "#33",
-    prepare: async () => ({ configure: (config) => config, headers: {} }),
+    prepare: async () => ({
+      configure: (config) => config,
+      headers: {},
+      cli: process.env.BENCH_AA_CLI || undefined,
+    }),
   },
   {
     key: "callers-basic",
@@ -201,7 +210,7 @@ export async function startVariant({ variant, dir, control, startProxy, otlpSink
   const ownDir = join(dir, `variant-${variant.key}`);
   await mkdir(ownDir, { mode: 0o755 });
   const prepared = await variant.prepare({ dir: ownDir, otlpSink });
-  const proxy = await startProxy(prepared.configure, `-${variant.key}`, prepared.env);
+  const proxy = await startProxy(prepared.configure, `-${variant.key}`, prepared.env, prepared.cli);
   const competitor = {
     ...proxy,
     key: variantCompetitorKey(variant.key),
@@ -216,7 +225,12 @@ export async function startVariant({ variant, dir, control, startProxy, otlpSink
   return makeRestartable(
     competitor,
     async () => {
-      const next = await startProxy(prepared.configure, `-${variant.key}`, prepared.env);
+      const next = await startProxy(
+        prepared.configure,
+        `-${variant.key}`,
+        prepared.env,
+        prepared.cli,
+      );
       await verifiedOrStopped({ ...competitor, ...next }, prepared, control);
       return next;
     },
