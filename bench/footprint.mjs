@@ -206,20 +206,36 @@ async function measureFloor({ node, flagSet, ctx, settings }) {
   };
   const floor = await startFloor(["-e", FLOOR_SCRIPT], {}, "the floor (bare node:http server)");
   let tlsFloor;
+  let tlsFloorError;
   try {
     if (ctx.emulator) {
-      tlsFloor = await startFloor(
-        ["-e", TLS_FLOOR_SCRIPT],
-        { FLOOR_TLS_URL: `${ctx.emulator.url}/`, FLOOR_CA: ctx.certs.caFile },
-        "the floor after one TLS request",
-      );
+      // The bare floor is the contract's: a TLS floor that can't start costs its own figure only.
+      try {
+        tlsFloor = await startFloor(
+          ["-e", TLS_FLOOR_SCRIPT],
+          { FLOOR_TLS_URL: `${ctx.emulator.url}/`, FLOOR_CA: ctx.certs.caFile },
+          "the floor after one TLS request",
+        );
+      } catch (error) {
+        tlsFloorError = error.message.split("\n")[0];
+      }
     }
     await new Promise((resolve) => setTimeout(resolve, settings.idleS * 1000));
+    const idleRssMiB = readRssBytes([floor.child.pid]) / MIB;
+    let tlsIdleRssMiB;
+    // Its GET failing (an unhandled 'error') ends the process, which would read 0 MiB: no
+    // figure then, not a wrong one.
+    if (tlsFloor && tlsFloor.child.exitCode === null && tlsFloor.child.signalCode === null) {
+      tlsIdleRssMiB = readRssBytes([tlsFloor.child.pid]) / MIB;
+    } else if (tlsFloor) {
+      tlsFloorError = `it exited while idle (code ${tlsFloor.child.exitCode ?? tlsFloor.child.signalCode}): its HTTPS GET failed?`;
+    }
     return {
       readyMs: floor.readyMs,
       cpuToReadyMs: floor.cpuToReadyMs,
-      idleRssMiB: readRssBytes([floor.child.pid]) / MIB,
-      ...(tlsFloor ? { tlsIdleRssMiB: readRssBytes([tlsFloor.child.pid]) / MIB } : {}),
+      idleRssMiB,
+      ...(tlsIdleRssMiB !== undefined ? { tlsIdleRssMiB } : {}),
+      ...(tlsFloorError ? { tlsFloorError } : {}),
     };
   } finally {
     await stopChild(floor.child, 10_000);
@@ -407,6 +423,8 @@ export async function runFootprint({ ctx, settings, log = () => {} }) {
         try {
           // The floor right before the proxy, on the same core: what the runtime alone costs now.
           cell.floor = await measureFloor({ node: node.path, flagSet, ctx: run, settings });
+          if (cell.floor.tlsFloorError)
+            problems.push(`floor after one TLS request ${where}: ${cell.floor.tlsFloorError}`);
         } catch (error) {
           problems.push(`floor ${where}: ${error.message.split("\n")[0]}`);
         }
