@@ -1,5 +1,5 @@
-import { writeFileSync } from "node:fs";
-import { connect } from "node:net";
+import { readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { useEmulator } from "../helpers/emulator.js";
@@ -151,8 +151,10 @@ upstreams:
         const proc = cli.start(["run"], { env });
         await proc.waitForOutput(/cannot start/);
         // Once it has said it cannot start, nothing may still listen (an open listener keeps the
-        // process up until cli.ts's 2 s safety exit, and answers connections meanwhile).
-        expect(await connects(other)).toBe(false);
+        // process up until cli.ts's 2 s safety exit, and answers connections meanwhile). Asked
+        // of the child's own sockets: a connect to `other` could reach another test that bound
+        // the port since it was free.
+        expect(listeningPorts(proc.child.pid!)).not.toContain(Number(other.split(":")[1]));
         const { code } = await proc.exited;
         const exitedAtWallMs = Date.now();
         expect(code).toBe(1);
@@ -203,15 +205,46 @@ ${upstream("first", "")}${upstream("reports", `    listen: { host: 127.0.0.1, po
   });
 });
 
-/** Whether a TCP connection to host:port is accepted. */
-function connects(hostPort: string): Promise<boolean> {
-  const [host, port] = hostPort.split(":");
-  return new Promise((resolveConnect) => {
-    const socket = connect({ host, port: Number(port) });
-    socket.once("connect", () => {
-      socket.destroy();
-      resolveConnect(true);
-    });
-    socket.once("error", () => resolveConnect(false));
-  });
+/**
+ * TCP ports process `pid` listens on now (Linux: its socket fds matched against the kernel's
+ * table of listening sockets); none once it has exited.
+ */
+function listeningPorts(pid: number): number[] {
+  const inodes = new Set<string>();
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      const target = (() => {
+        try {
+          return readlinkSync(`/proc/${pid}/fd/${fd}`);
+        } catch {
+          return "";
+        }
+      })();
+      const match = /^socket:\[(\d+)\]$/.exec(target);
+      if (match) inodes.add(match[1]!);
+    }
+  } catch {
+    return []; // exited
+  }
+  const ports: number[] = [];
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    for (const line of readFileSync(table, "utf8").split("\n").slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      // local_address is HEX_IP:HEX_PORT, st 0A is LISTEN, inode is the 10th field.
+      if (fields[3] === "0A" && inodes.has(fields[9]!))
+        ports.push(Number.parseInt(fields[1]!.split(":")[1]!, 16));
+    }
+  }
+  return ports;
 }
+
+describe("listeningPorts (the check above)", () => {
+  it("sees a listener of this process, and not once it is closed", async () => {
+    const server = createServer();
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const { port } = server.address() as { port: number };
+    expect(listeningPorts(process.pid)).toContain(port);
+    await new Promise<void>((r) => server.close(() => r()));
+    expect(listeningPorts(process.pid)).not.toContain(port);
+  });
+});
