@@ -5,11 +5,13 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { createRequestRates, type RequestRates } from "./request-rates.js";
+import { SeriesHistogram } from "./series-histogram.js";
 
 export interface Metrics {
   registry: Registry;
   requestsTotal: Counter<"upstream" | "method" | "status_class">;
-  requestDurationSeconds: Histogram<"upstream" | "method" | "status_class">;
+  /** Observed per request through its series (request-metrics.ts): series-histogram.ts. */
+  requestDurationSeconds: SeriesHistogram<"upstream" | "method" | "status_class">;
   requestsInFlight: Gauge<"upstream">;
   errorsTotal: Counter<"upstream" | "code">;
   replaysTotal: Counter<"upstream">;
@@ -118,7 +120,7 @@ function requestInstruments(
       labelNames: ["upstream", "method", "status_class"],
       registers,
     }),
-    requestDurationSeconds: new Histogram({
+    requestDurationSeconds: new SeriesHistogram({
       name: "bearer_proxy_request_duration_seconds",
       help: "Time from request received to response finished, by upstream, method and status class.",
       labelNames: ["upstream", "method", "status_class"],
