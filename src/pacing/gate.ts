@@ -205,9 +205,20 @@ function decide(
     });
     return;
   }
+  request.proceed(pacing, key, admitted(pacing, admission), admission.waitedMs);
+}
+
+/**
+ * Counts an admission for `pacing` and returns the `RateLimit` value to answer with (undefined
+ * when nothing is advertised). pacing-stage.ts calls it for a turn free at once
+ * (`pacer.admitNow`), which needs no pass through the gate.
+ */
+export function admitted(
+  pacing: UpstreamPacing,
+  admission: Extract<Admission, { ok: true }>,
+): string | undefined {
   pacing.admitted(admission);
-  const value = pacing.policy === undefined ? undefined : rateLimitValue(admission);
-  request.proceed(pacing, key, value, admission.waitedMs);
+  return pacing.policy === undefined ? undefined : rateLimitValue(admission);
 }
 
 function refusalMessage(

@@ -57,6 +57,12 @@ export interface Pacer {
     park?: ParkRequest,
   ): Admission | Promise<Admission>;
   /**
+   * The admission when a turn is free right now (nobody waiting on `key`, no pause, a free
+   * slot), else undefined — decided without waiting, parking or refusing (`acquire` decides
+   * those). Optional: a pacer that can't tell at once (the shared one) has none.
+   */
+  admitNow?(key: string): Admission | undefined;
+  /**
    * The upstream said slow down (a 429/503 Retry-After): no request of this pacer (and, with
    * `pauseScope: credential`, of the pacers sharing its credential) goes before `untilMs` (the
    * pacer's monotonic clock, e.g. `clock.now() + pauseFromRetryAfter(...)`).

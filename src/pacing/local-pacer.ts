@@ -69,12 +69,11 @@ export class LocalPacer implements Pacer {
     park?: ParkRequest,
   ): Admission | Promise<Admission> {
     if (this.closed) return Promise.reject(new PacerClosedError());
+    const now = this.admitNow(key);
+    if (now !== undefined) return now;
     const nowMs = this.rules.clock.now();
     const pauseUntilMs = this.rules.pauses.untilMs(nowMs);
     const ks = this.keyQueue(key, nowMs);
-    if (ks.waiting === 0 && ks.turnNowMs(nowMs, pauseUntilMs) <= nowMs) {
-      return ks.admitted(nowMs, 0);
-    }
     const at = ks.projectedTurnMs(nowMs, pauseUntilMs);
     if (at - nowMs > waitMs) return refusal(nowMs, at, pauseUntilMs, nowMs + waitMs);
     if (ks.waiting >= this.maxQueue) return rejection("rate_limited", at - nowMs);
@@ -84,6 +83,17 @@ export class LocalPacer implements Pacer {
     if (abortSignal?.aborted) return Promise.reject(waitError(abortSignal.reason));
     ks.bookShadow(at);
     return ks.wait(nowMs, nowMs + waitMs, abortSignal);
+  }
+
+  admitNow(key: string): Admission | undefined {
+    if (this.closed) return undefined;
+    const nowMs = this.rules.clock.now();
+    const pauseUntilMs = this.rules.pauses.untilMs(nowMs);
+    const ks = this.keyQueue(key, nowMs);
+    if (ks.waiting === 0 && ks.turnNowMs(nowMs, pauseUntilMs) <= nowMs) {
+      return ks.admitted(nowMs, 0);
+    }
+    return undefined;
   }
 
   pause(untilMs: number, reason: PauseReason): void {

@@ -36,6 +36,28 @@ describe("local pacer", () => {
     expect(clock.pendingTimers).toBe(0);
   });
 
+  it("admitNow: the admission while a turn is free at once, else nothing decided or queued", async () => {
+    const clock = new FakeClock();
+    const pacer = pacerOn(clock, { burst: 1 });
+    expect(pacer.admitNow!("reports")).toMatchObject({ ok: true, waitedMs: 0 });
+    expect(pacer.admitNow!("reports")).toMatchObject({ ok: true, waitedMs: 0 });
+    // The burst is spent: not now, and asking queued nobody (the next acquire is first in line).
+    expect(pacer.admitNow!("reports")).toBeUndefined();
+    expect(pacer.state().queued).toBe(0);
+    const waiting = pacer.acquire("reports");
+    expect(waiting).toBeInstanceOf(Promise);
+    // Someone waits: not now either, even once a slot is free (no overtaking).
+    clock.advance(100);
+    expect(pacer.admitNow!("reports")).toBeUndefined();
+    expect(await waiting).toMatchObject({ ok: true });
+    // A pause holds every turn.
+    clock.advance(1_000);
+    pacer.pause(clock.now() + 500, "429");
+    expect(pacer.admitNow!("reports")).toBeUndefined();
+    pacer.close();
+    expect(pacer.admitNow!("reports")).toBeUndefined();
+  });
+
   it("without a limit, admits everything with one shared answer", () => {
     const pacer = createLocalPacer({ waitMs: 0, clock: new FakeClock() });
     const a = pacer.acquire("x");

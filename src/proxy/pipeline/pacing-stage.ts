@@ -7,6 +7,7 @@
  */
 import type { ProxyErrorCode } from "../../errors.js";
 import {
+  admitted,
   budgetKey,
   type GateRefusal,
   type PacedRequest,
@@ -29,12 +30,16 @@ export class PacingStage implements Stage {
       flow.next(request);
       return;
     }
-    passGate(
-      new AtTheGate(request, flow),
-      pacing,
-      budgetKey(pacing, request.caller, request.req.socket),
-      this.waiting,
-    );
+    const key = budgetKey(pacing, request.caller, request.req.socket);
+    // A turn free at once (the usual case): no pass through the gate, nothing made for a wait.
+    const now = pacing.pacer.admitNow?.(key);
+    if (now?.ok) {
+      request.paceKey = key;
+      request.rateLimit = admitted(pacing, now);
+      flow.next(request);
+      return;
+    }
+    passGate(new AtTheGate(request, flow), pacing, key, this.waiting);
   }
 }
 
