@@ -225,8 +225,13 @@ async function measureFloor({ node, flagSet, ctx, settings }) {
     let tlsIdleRssMiB;
     // Its GET failing (an unhandled 'error') ends the process, which would read 0 MiB: no
     // figure then, not a wrong one.
-    if (tlsFloor && tlsFloor.child.exitCode === null && tlsFloor.child.signalCode === null) {
-      tlsIdleRssMiB = readRssBytes([tlsFloor.child.pid]) / MIB;
+    // (A process gone between the check and the read reads 0: no figure either.)
+    const tlsRss =
+      tlsFloor && tlsFloor.child.exitCode === null && tlsFloor.child.signalCode === null
+        ? readRssBytes([tlsFloor.child.pid])
+        : 0;
+    if (tlsRss > 0) {
+      tlsIdleRssMiB = tlsRss / MIB;
     } else if (tlsFloor) {
       tlsFloorError = `it exited while idle (code ${tlsFloor.child.exitCode ?? tlsFloor.child.signalCode}): its HTTPS GET failed?`;
     }

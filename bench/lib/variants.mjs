@@ -43,7 +43,7 @@
  * most), also in smoke mode so CI keeps them working.
  */
 import { mkdir } from "node:fs/promises";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { makeRestartable } from "./restart.mjs";
 import {
   prepareCallersBasic,
@@ -82,7 +82,8 @@ export const BEARER_PROXY_VARIANTS = [
     prepare: async () => ({
       configure: (config) => config,
       headers: {},
-      cli: process.env.BENCH_AA_CLI || undefined,
+      // Resolved where the bench was started, not where the proxy runs (the repository).
+      cli: process.env.BENCH_AA_CLI ? resolve(process.env.BENCH_AA_CLI) : undefined,
     }),
   },
   {

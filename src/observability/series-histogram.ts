@@ -23,6 +23,12 @@ export class HistogramSeries {
   readonly counts: Float64Array;
   sum = 0;
   count = 0;
+  /**
+   * Exported. False after `reset` or `remove` until the next observation (or `zero`), as
+   * prom-client's series are gone until observed again; the object stays, so a caller that
+   * keeps it (request-metrics.ts) is never cut off.
+   */
+  shown = true;
 
   constructor(
     readonly labels: Readonly<Record<string, string | number>>,
@@ -32,12 +38,22 @@ export class HistogramSeries {
   }
 
   observe(value: number): void {
+    if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
     const { bounds } = this;
     let i = 0;
     while (i < bounds.length && value > bounds[i]!) i++;
     this.counts[i]!++;
     this.sum += value;
     this.count++;
+    this.shown = true;
+  }
+
+  /** Back to no observations; `shown` says whether it is exported meanwhile. */
+  clear(shown: boolean): void {
+    this.counts.fill(0);
+    this.sum = 0;
+    this.count = 0;
+    this.shown = shown;
   }
 }
 
@@ -58,13 +74,16 @@ export class SeriesHistogram<T extends string = string> extends Histogram<T> {
     this.labelNamesInOrder = [...(config.labelNames ?? [])];
     this.metricName = config.name;
     this.metricHelp = config.help;
+    // Without labels prom-client shows its one series (at zero) from the start.
+    if (this.labelNamesInOrder.length === 0) this.series({} as LabelValues<T>);
   }
 
   /** The series for `labels`, made on first use; keep it and observe it directly. */
   series(labels: LabelValues<T>): HistogramSeries {
     const values = labels as Record<string, string | number | undefined>;
-    let key = "";
-    for (const name of this.labelNamesInOrder) key += `${values[name] ?? ""}\u0000`;
+    // JSON of the values in label-name order: distinct label sets never share a key (an absent
+    // label is null, "" a string).
+    const key = JSON.stringify(this.labelNamesInOrder.map((name) => values[name] ?? null));
     let series = this.byKey.get(key);
     if (series === undefined) {
       const own: Record<string, string | number> = {};
@@ -101,9 +120,9 @@ export class SeriesHistogram<T extends string = string> extends Histogram<T> {
     };
   }
 
+  /** Hidden and at zero until observed again (the object stays: label sets are bounded). */
   override remove(...args: [LabelValues<T>] | string[]): void {
-    const series = this.series(this.labelsFrom(args));
-    for (const [key, value] of this.byKey) if (value === series) this.byKey.delete(key);
+    this.series(this.labelsFrom(args)).clear(false);
   }
 
   private labelsFrom(args: [LabelValues<T>] | string[]): LabelValues<T> {
@@ -118,14 +137,14 @@ export class SeriesHistogram<T extends string = string> extends Histogram<T> {
   override reset(): void {
     super.reset();
     // prom-client's constructor calls reset() before this class's fields exist.
-    this.byKey?.clear();
+    if (this.byKey === undefined) return;
+    // Without labels prom-client shows its one series (at zero) after a reset too.
+    const unlabelled = this.labelNamesInOrder.length === 0;
+    for (const series of this.byKey.values()) series.clear(unlabelled);
   }
 
   override zero(labels: LabelValues<T>): void {
-    const series = this.series(labels);
-    series.counts.fill(0);
-    series.sum = 0;
-    series.count = 0;
+    this.series(labels).clear(true);
   }
 
   override async get(): Promise<Described<T>> {
@@ -187,6 +206,7 @@ export class SeriesHistogram<T extends string = string> extends Histogram<T> {
   ): void {
     const bucket = `${this.metricName}_bucket`;
     for (const series of this.byKey.values()) {
+      if (!series.shown) continue;
       let cumulative = 0;
       for (let i = 0; i < this.bounds.length; i++) {
         cumulative += series.counts[i]!;

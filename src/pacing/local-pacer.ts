@@ -69,11 +69,11 @@ export class LocalPacer implements Pacer {
     park?: ParkRequest,
   ): Admission | Promise<Admission> {
     if (this.closed) return Promise.reject(new PacerClosedError());
-    const now = this.admitNow(key);
-    if (now !== undefined) return now;
     const nowMs = this.rules.clock.now();
     const pauseUntilMs = this.rules.pauses.untilMs(nowMs);
     const ks = this.keyQueue(key, nowMs);
+    const free = freeTurn(ks, nowMs, pauseUntilMs);
+    if (free !== undefined) return free;
     const at = ks.projectedTurnMs(nowMs, pauseUntilMs);
     if (at - nowMs > waitMs) return refusal(nowMs, at, pauseUntilMs, nowMs + waitMs);
     if (ks.waiting >= this.maxQueue) return rejection("rate_limited", at - nowMs);
@@ -88,12 +88,7 @@ export class LocalPacer implements Pacer {
   admitNow(key: string): Admission | undefined {
     if (this.closed) return undefined;
     const nowMs = this.rules.clock.now();
-    const pauseUntilMs = this.rules.pauses.untilMs(nowMs);
-    const ks = this.keyQueue(key, nowMs);
-    if (ks.waiting === 0 && ks.turnNowMs(nowMs, pauseUntilMs) <= nowMs) {
-      return ks.admitted(nowMs, 0);
-    }
-    return undefined;
+    return freeTurn(this.keyQueue(key, nowMs), nowMs, this.rules.pauses.untilMs(nowMs));
   }
 
   pause(untilMs: number, reason: PauseReason): void {
@@ -156,4 +151,10 @@ export class LocalPacer implements Pacer {
     if (this.closed) return;
     for (const ks of this.all()) ks.replan();
   }
+}
+
+/** The admission when `ks` has a turn free at `nowMs` (nobody waiting, no pause), else none. */
+function freeTurn(ks: KeyQueue, nowMs: number, pauseUntilMs: number): Admission | undefined {
+  if (ks.waiting === 0 && ks.turnNowMs(nowMs, pauseUntilMs) <= nowMs) return ks.admitted(nowMs, 0);
+  return undefined;
 }

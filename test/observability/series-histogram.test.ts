@@ -94,4 +94,38 @@ describe("SeriesHistogram", () => {
     r.observe(0.004);
     expect(await mineBare.metrics()).toBe(await theirsBare.metrics());
   });
+
+  it("a series kept by its caller is exported again once observed after reset or remove", async () => {
+    const { mine, theirs, series, reference } = both();
+    const kept = series.series(LABELS[0]!);
+    kept.observe(0.2);
+    reference.observe(LABELS[0]!, 0.2);
+    series.reset();
+    reference.reset();
+    expect(await mine.metrics()).toBe(await theirs.metrics());
+    kept.observe(0.04);
+    reference.observe(LABELS[0]!, 0.04);
+    expect(await mine.metrics()).toBe(await theirs.metrics());
+    series.remove(LABELS[0]!);
+    reference.remove(LABELS[0]!);
+    expect(await mine.metrics()).toBe(await theirs.metrics());
+    kept.observe(3);
+    reference.observe(LABELS[0]!, 3);
+    expect(await mine.metrics()).toBe(await theirs.metrics());
+    expect(() => kept.observe(Number.NaN)).toThrow(TypeError);
+  });
+
+  it("keeps an absent label and an empty one apart, and shows an unlabelled histogram at zero", async () => {
+    const { mine, theirs, series, reference } = both();
+    series.observe({ upstream: "", method: "GET" }, 1);
+    reference.observe({ upstream: "", method: "GET" }, 1);
+    series.observe({ method: "GET" }, 2);
+    reference.observe({ method: "GET" }, 2);
+    expect(await mine.metrics()).toBe(await theirs.metrics());
+    const [mineBare, theirsBare] = [new Registry(), new Registry()];
+    const bare = { ...config, labelNames: [] as string[] };
+    new SeriesHistogram({ ...bare, registers: [mineBare] });
+    new Histogram({ ...bare, registers: [theirsBare] });
+    expect(await mineBare.metrics()).toBe(await theirsBare.metrics());
+  });
 });

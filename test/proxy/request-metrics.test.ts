@@ -95,6 +95,14 @@ describe("request metrics", () => {
       ["one", 0],
       ["two", 0],
     ]);
+    // Both listeners' requests to "two" land in one histogram series.
+    a.finished(done({ upstream: "two" }), 1);
+    const histogram = await metrics.requestDurationSeconds.get();
+    const counts = histogram.values.filter((v) => v.metricName?.endsWith("_count"));
+    expect(byUpstream(counts)).toEqual([
+      ["one", 1],
+      ["two", 3],
+    ]);
   });
 
   it("replays and errors are counted (client_closed is not an error)", async () => {

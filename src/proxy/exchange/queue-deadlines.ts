@@ -63,6 +63,9 @@ export class QueueDeadlines {
   }
 
   private arm(atMs: number): void {
+    // An expiry can add a waiter before the loop re-arms (a failed request's connection starts
+    // its next pipelined request at once): one timer, always for the oldest waiter.
+    if (this.timer !== undefined) clearTimeout(this.timer);
     // A queued request keeps the process up through its client's socket; the timer need not.
     this.timer = setTimeout(() => this.expire(), Math.max(0, atMs - performance.now())).unref();
   }

@@ -55,6 +55,35 @@ describe("QueueDeadlines", () => {
     expect(expired.map((e) => e.name)).toEqual(["a"]);
   });
 
+  it("keeps one timer when an expiry adds a waiter (the next pipelined request queues at once)", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      const deadlines = new QueueDeadlines(100);
+      let made = 0;
+      const next = (): QueueWaiter => {
+        made++;
+        const w: QueueWaiter = {
+          queueDeadlineMs: 0,
+          queuePrev: undefined,
+          queueNext: undefined,
+          queueExpired: () => deadlines.add(next()),
+        };
+        return w;
+      };
+      deadlines.add(next());
+      vi.advanceTimersByTime(50);
+      deadlines.add(next()); // due after the first: the loop re-arms for it after the expiry
+      for (let i = 0; i < 20; i++) {
+        vi.advanceTimersByTime(50);
+        expect(vi.getTimerCount()).toBe(1);
+      }
+      expect(made).toBeGreaterThan(10);
+      expect(deadlines.size).toBe(2);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("keeps one timer for a thousand waiters, and none once they are gone", () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
     try {

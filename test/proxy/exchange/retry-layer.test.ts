@@ -311,12 +311,16 @@ describe("RetryLayer", () => {
       vi.useFakeTimers();
       try {
         const r = rig(policy);
+        const deadlines = r.exchange.route.queueDeadlines;
+        expect(deadlines.size).toBe(1); // the first attempt waits for a connection
         const queueDeadline = vi.getTimerCount(); // the upstream's one, armed by the first attempt
         r.dispatcher.last.fail(codedError("ECONNREFUSED"));
-        // The backoff before the retry is the one timer added.
+        // Out of the pool's queue during the backoff; the backoff is the one timer added.
+        expect(deadlines.size).toBe(0);
         expect(vi.getTimerCount()).toBe(queueDeadline + 1);
         r.test.request.clientClosed();
         expect(vi.getTimerCount()).toBe(queueDeadline);
+        expect(deadlines.size).toBe(0);
         await vi.advanceTimersByTimeAsync(5_000);
         expect(r.attempts()).toHaveLength(1);
         expect(r.test.record().errorCode).toBe("client_closed");
