@@ -275,15 +275,8 @@ export function useBusyPort(): () => number {
   };
 }
 
-/** A port that was free a moment ago (bound to 0 and released). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const address = server.address();
-  await new Promise<void>((r) => server.close(() => r()));
-  if (!address || typeof address === "string") throw new Error("no port");
-  return address.port;
-}
+/** A port for a child to bind later: see test/helpers/free-port.ts. */
+export { freePort } from "../helpers/free-port.js";
 
 /** A temporary folder for the describe block, removed afterwards. */
 export function useTempDir(prefix = "bp-cli-"): () => string {

@@ -3,6 +3,7 @@ import { once } from "node:events";
 import { createServer, type Server } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { demoCommand } from "../../src/commands/demo.js";
+import { freePort } from "../helpers/free-port.js";
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -18,14 +19,6 @@ async function listenOn(port: number): Promise<Server> {
     once(server, "error").then(([error]) => Promise.reject(error)),
   ]);
   return server;
-}
-
-async function freePort(): Promise<number> {
-  const server = await listenOn(0);
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  servers.splice(servers.indexOf(server), 1);
-  return port;
 }
 
 describe("demo", () => {

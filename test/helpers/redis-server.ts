@@ -1,12 +1,13 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { createConnection, createServer } from "node:net";
+import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { createClient } from "redis";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import type { RedisCacheConfig } from "../../src/config/proxy-config.js";
 import { createLogger, type Logger } from "../../src/observability/logger.js";
 import type { SharedToken, SharedTokenCache } from "../../src/token/shared-token-cache.js";
+import { freePort } from "./free-port.js";
 
 /**
  * A real redis-server on 127.0.0.1 for tests: no persistence, its own free port, stopped in
@@ -35,16 +36,8 @@ export function hasRedisServer(): boolean {
 /** Skip Redis suites only on a developer machine without redis-server; CI must have it. */
 export const skipWithoutRedis = !hasRedisServer() && !process.env.CI;
 
-/** A port nobody listens on right now (another process may take it before we do). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (address === null || typeof address === "string") throw new Error("no port");
-  return address.port;
-}
+/** A port for a Redis (or a sentinel) to bind: see free-port.ts. */
+export { freePort };
 
 /** True when a Redis (or a sentinel) on `port` answers PING. */
 export function ping(port: number): Promise<boolean> {
