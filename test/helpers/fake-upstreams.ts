@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer as createHttpsServer, type Server } from "node:https";
-import { createServer as createNetServer, type Socket } from "node:net";
+import type { Socket } from "node:net";
+import { freePort } from "./free-port.js";
 import type { ServerCertificate } from "./tls.js";
 
 /**
@@ -228,11 +229,10 @@ export function downloadSha256(total: number): string {
   return hash.digest("hex");
 }
 
-/** A port on 127.0.0.1 that refuses connections (bound, then released). */
-export async function closedPort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+/**
+ * A port on 127.0.0.1 that refuses connections: free, and from below the ephemeral range, so no
+ * parallel test's listen(0) starts answering on it (free-port.ts).
+ */
+export function closedPort(): Promise<number> {
+  return freePort();
 }
