@@ -184,12 +184,9 @@ export class SeriesHistogram<T extends string = string> extends Histogram<T> {
     } as Described<T>; // prom-client's own get() has no `collect` either, whatever its types say
   }
 
-  private collectFunction(): CollectFunction<Histogram<T>> | undefined {
-    return (this as { collect?: CollectFunction<Histogram<T>> }).collect;
-  }
-
+  /** prom-client runs a metric's `collect` before every read: so does this one. */
   private async runCollect(): Promise<void> {
-    const collect = this.collectFunction();
+    const { collect } = this as { collect?: CollectFunction<Histogram<T>> };
     if (collect) await collect.call(this);
   }
 

@@ -43,8 +43,8 @@ export class QueueDeadlines {
   }
 
   /**
-   * `waiter`, queued here, got its connection or stopped waiting. The timer is left for the
-   * next waiter: it is re-armed, not cleared, when it finds nothing due.
+   * `waiter`, queued here, got its connection or stopped waiting. The timer is left running:
+   * when it fires it re-arms for the oldest waiter left, or stops if there is none.
    */
   remove(waiter: QueueWaiter): void {
     const { queuePrev: prev, queueNext: next } = waiter;

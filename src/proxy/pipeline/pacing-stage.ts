@@ -34,13 +34,25 @@ export class PacingStage implements Stage {
     // A turn free at once (the usual case): no pass through the gate, nothing made for a wait.
     const now = pacing.pacer.admitNow?.(key);
     if (now?.ok) {
-      request.paceKey = key;
-      request.rateLimit = admitted(pacing, now);
-      flow.next(request);
+      throughTheGate(request, flow, key, admitted(pacing, now), now.waitedMs);
       return;
     }
     passGate(new AtTheGate(request, flow), pacing, key, this.waiting);
   }
+}
+
+/** Through the gate, at once or after a wait: the request spends budget `key` and goes on. */
+function throughTheGate(
+  request: ProxiedRequest,
+  flow: Flow,
+  key: string,
+  rateLimit: string | undefined,
+  waitedMs: number,
+): void {
+  request.waitMs = waitedMs;
+  request.paceKey = key;
+  request.rateLimit = rateLimit;
+  flow.next(request);
 }
 
 /** A request as the gate sees it, made only for an upstream with pacing. */
@@ -87,11 +99,7 @@ class AtTheGate implements PacedRequest {
     rateLimit: string | undefined,
     waitedMs: number,
   ): void {
-    const { request } = this;
-    request.waitMs = waitedMs;
-    request.paceKey = key;
-    request.rateLimit = rateLimit;
-    this.flow.next(request);
+    throughTheGate(this.request, this.flow, key, rateLimit, waitedMs);
   }
 
   refuse(code: ProxyErrorCode, message: string, refusal: GateRefusal): void {
