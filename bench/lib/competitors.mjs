@@ -2,8 +2,6 @@
  * Start the competitors, each as its own process on the proxy core. Every competitor is described by the same shape:
  * `{key, label, baseUrl, injects, pids(), stop()}` where `baseUrl` is what the load generator hits.
  */
-import { once } from "node:events";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { writeNginxConfig } from "./nginx.mjs";
@@ -40,16 +38,8 @@ export const STATIC_TOKEN = [
   Buffer.alloc(32, 7).toString("base64url"),
 ].join(".");
 
-/** A port that was free a moment ago on 127.0.0.1. */
-export async function findFreePort() {
-  const server = createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address();
-  server.close();
-  await once(server, "close");
-  return port;
-}
+/** A free port for a child to bind (bench/lib/free-port.mjs: never one `listen(0)` could hand out). */
+export { freePort as findFreePort } from "./free-port.mjs";
 
 /** Start a node script that prints `<TAG> {"port":N}` when ready. */
 async function startNodeScript(core, script, args, tag, env = {}) {

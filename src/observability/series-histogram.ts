@@ -110,12 +110,22 @@ export class SeriesHistogram<T extends string = string> extends Histogram<T> {
 
   /** prom-client's `labels()`, by values in label-name order or by object, on the series. */
   override labels(...args: [LabelValues<T>] | string[]): Histogram.Internal<T> {
-    const series = this.series(this.labelsFrom(args));
+    const labels = this.labelsFrom(args);
+    // Made on the first observation: prom-client shows no series for labels never observed.
+    let series: HistogramSeries | undefined;
+    const bound = () => (series ??= this.series(labels));
     return {
-      observe: (value) => series.observe(value),
+      observe: (value) => bound().observe(value),
       startTimer: () => {
         const startMs = performance.now();
-        return () => series.observe((performance.now() - startMs) / 1000);
+        // As prom-client's: labels given at the end are added to (or override) the bound ones.
+        return (endLabels?: LabelValues<T>) => {
+          const seconds = (performance.now() - startMs) / 1000;
+          const target =
+            endLabels === undefined ? bound() : this.series({ ...labels, ...endLabels });
+          target.observe(seconds);
+          return seconds;
+        };
       },
     };
   }

@@ -1,45 +1,13 @@
 /**
- * A port for a test to hand to a process that binds it later (a child, a restarted server).
- *
- * A port that `listen(0)` returned and released can be handed to the next `listen(0)` anywhere
- * in the suite before our process binds it: the suite runs many servers in parallel, and CI
- * does not retry. So the port comes from below the kernel's ephemeral range
- * (`/proc/sys/net/ipv4/ip_local_port_range`), where `listen(0)` never goes; it is checked free
- * by binding it, and drawn again if taken. Only another test asking this helper could collide,
- * one in thousands of ports.
+ * A port for a test to hand to a process that binds it later (a child, a restarted server):
+ * bench/lib/free-port.mjs, shared with the bench, says why it is drawn from below the kernel's
+ * ephemeral range instead of taken from `listen(0)` and released.
  */
-import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
-
-/** Lowest port of the ephemeral range (Linux default 32768; the IANA one elsewhere). */
-function ephemeralLow(): number {
-  try {
-    const low = Number(
-      readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").split(/\s+/)[0],
-    );
-    if (Number.isInteger(low) && low > 2_048) return low;
-  } catch {
-    // Not Linux.
-  }
-  return 49_152;
-}
-
-const LOWEST = 1_025;
-
-function bindable(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once("error", () => resolve(false));
-    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
-  });
-}
+const shared = import(new URL("../../bench/lib/free-port.mjs", import.meta.url).href) as Promise<{
+  freePort(): Promise<number>;
+}>;
 
 /** A free port below the ephemeral range, on 127.0.0.1. */
 export async function freePort(): Promise<number> {
-  const high = ephemeralLow();
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const port = LOWEST + Math.floor(Math.random() * (high - LOWEST));
-    if (await bindable(port)) return port;
-  }
-  throw new Error(`no free port found below ${high} in 100 draws`);
+  return (await shared).freePort();
 }

@@ -128,4 +128,18 @@ describe("SeriesHistogram", () => {
     new Histogram({ ...bare, registers: [theirsBare] });
     expect(await mineBare.metrics()).toBe(await theirsBare.metrics());
   });
+
+  it("labels().startTimer() takes labels at the end, as prom-client's does", async () => {
+    const { mine, theirs, series, reference } = both();
+    for (const histogram of [series, reference] as Histogram<string>[]) {
+      const bound = histogram.labels({ upstream: "a", method: "GET" });
+      expect(bound.startTimer()({ status_class: "5xx" })).toBeGreaterThanOrEqual(0);
+      bound.startTimer()({ method: "POST", status_class: "2xx" });
+      histogram.labels("a", "GET", "2xx").startTimer()();
+    }
+    const counts = (text: string) => text.split("\n").filter((line) => line.includes("_count"));
+    const mineCounts = counts(await mine.metrics());
+    expect(mineCounts).toEqual(counts(await theirs.metrics()));
+    expect(mineCounts).toHaveLength(3);
+  });
 });
