@@ -61,11 +61,15 @@ LABEL org.opencontainers.image.title="bearer-proxy" \
 # on the bench cost 55-80 MiB more peak RSS and 36-39 ms scavenge pauses (16 MiB: 12-13 ms) and
 # no throughput (a 64 KiB POST used 20% less CPU with 16) — bench/PROFILE.md, "Footprint".
 # Memory-bound sidecars set NODE_OPTIONS="--max-semi-space-size=1 --v8-pool-size=1" and
-# MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=131072 instead (the chart's sidecar template does):
-# less RSS idle and under load for a few % more CPU per request. Setting NODE_OPTIONS replaces
-# this value, so keep --max-semi-space-size in your own.
+# MALLOC_TRIM_THRESHOLD_=131072 as well (the chart's sidecar template does): less RSS idle and
+# under load for a few % more CPU per request. Setting NODE_OPTIONS replaces this value, so keep
+# --max-semi-space-size in your own.
+# Two glibc malloc arenas instead of 8 per core: V8's compiler threads leave their working memory
+# in arenas of their own, which glibc keeps; with two, less peak RSS under load at the same CPU
+# per request (docs/benchmark.md, "Memory and Node flags").
 ENV NODE_ENV=production \
-    NODE_OPTIONS="--max-semi-space-size=16"
+    NODE_OPTIONS="--max-semi-space-size=16" \
+    MALLOC_ARENA_MAX=2
 
 # Files stay owned by root: the non-root process can read but never modify its own code.
 # The bundle needs no node_modules except the native bcrypt addon of the callers' password checks

@@ -62,6 +62,10 @@ describe("Dockerfile", () => {
     expect(args(runtime, "WORKDIR")).toEqual(["/app"]);
   });
 
+  it("keeps glibc to two malloc arenas (the compilers' memory under load)", () => {
+    expect(args(runtime, "ENV").join(" ")).toMatch(/(^|\s)MALLOC_ARENA_MAX=2(\s|$)/);
+  });
+
   it("runs as numeric non-root user 65532 with NODE_ENV=production", () => {
     expect(args(runtime, "USER")).toEqual(["65532:65532"]);
     expect(args(runtime, "ENV").join(" ")).toMatch(/(^|\s)NODE_ENV=production(\s|$)/);

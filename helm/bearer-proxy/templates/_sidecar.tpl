@@ -58,7 +58,8 @@ Parameters (a dict; pass the same dict to both templates):
                       CPU is small. "" leaves the image's (--max-semi-space-size=16).
   mallocTuning        Default true: MALLOC_ARENA_MAX=2 and MALLOC_TRIM_THRESHOLD_=131072, so
                       glibc returns what start-up freed instead of keeping it per thread arena
-                      (~3-7 MiB of RSS, bench/PROFILE.md). false leaves glibc's defaults.
+                      (~3-7 MiB of RSS, bench/PROFILE.md). false leaves the image's
+                      (MALLOC_ARENA_MAX=2 only).
   tracing             OpenTelemetry traces: a dict shaped like the chart's `tracing` values
                       (enabled, endpoint, protocol, serviceName, sampler, samplerArg,
                       resourceAttributes, headersSecret) -> the OTEL_* env; e.g. pass
