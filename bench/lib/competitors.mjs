@@ -4,6 +4,7 @@
  */
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort as findFreePort } from "./free-port.mjs";
 import { writeNginxConfig } from "./nginx.mjs";
 import { childPids, spawnPinned, stopChild, waitForLine } from "./processes.mjs";
 
@@ -39,7 +40,7 @@ export const STATIC_TOKEN = [
 ].join(".");
 
 /** A free port for a child to bind (bench/lib/free-port.mjs: never one `listen(0)` could hand out). */
-export { freePort as findFreePort } from "./free-port.mjs";
+export { findFreePort };
 
 /** Start a node script that prints `<TAG> {"port":N}` when ready. */
 async function startNodeScript(core, script, args, tag, env = {}) {
