@@ -59,8 +59,9 @@ function collectGarbageFunction(): CollectGarbage {
 
 /**
  * Memory-reducing collections in all: each runs two full collections inside V8, so the third
- * brings the start's bytecode to the flushing age (measured on Node 24: ~1 MiB flushed by the
- * third, none by the first two; Node 20's V8 ignores the flavor and flushes nothing).
+ * brings the start's bytecode to the flushing age and the fourth returns the freed pages
+ * (measured on Node 24: ~1 MiB flushed by the third, none by the first two). Node 20's V8 reads
+ * the options as a young-generation collection and flushes nothing.
  */
 const COLLECTIONS = 4;
 
@@ -69,9 +70,10 @@ const COLLECTION_GAP_MS = 200;
 
 /**
  * Once the lifecycle has started, after `delayMs`, COLLECTIONS memory-reducing full collections
- * `gapMs` apart, each only while no request is in flight (a busy process uses its young generation anyway, and its own
- * collections age the bytecode: one in flight at a collection's moment stops the rest). Each pauses the event loop once: 50–60 ms for the first on
- * Node 24, 10–20 ms for the others, 2–3 ms on Node 20. Logged at debug with what they freed.
+ * `gapMs` apart, each only while no request is in flight: a busy process uses its young
+ * generation anyway, and its own collections age the bytecode, so a request in flight at a
+ * collection's moment stops the rest. Each pauses the event loop once: 40–60 ms for the first
+ * on Node 24, 10–20 ms for the others, 2–3 ms on Node 20. Logged at debug with what they freed.
  */
 export function settleAfterStart(
   lifecycle: Lifecycle,
