@@ -29,8 +29,6 @@ export interface Lifecycle {
    * at the next poll; it is marked started the first time the condition holds.
    */
   startWhen(condition: () => boolean): void;
-  /** Calls `listener` once started (at once if it already is). */
-  onStarted(listener: () => void): void;
   markRunning(): void;
   markDraining(): void;
   markStopped(): void;
@@ -41,14 +39,10 @@ export function createLifecycle(): Lifecycle {
   let phase: LifecyclePhase = "starting";
   let started = false;
   let startCondition: (() => boolean) | undefined;
-  let startedListeners: (() => void)[] = [];
   const markStarted = (): void => {
     if (started) return;
     started = true;
     startCondition = undefined;
-    const listeners = startedListeners;
-    startedListeners = [];
-    for (const listener of listeners) listener();
   };
   const load = createProcessLoad();
   const upgrades = createProcessLoad();
@@ -67,10 +61,6 @@ export function createLifecycle(): Lifecycle {
     markStarted,
     startWhen: (condition) => {
       startCondition = condition;
-    },
-    onStarted: (listener) => {
-      if (started) listener();
-      else startedListeners.push(listener);
     },
     markRunning: () => {
       if (phase === "starting") phase = "running";

@@ -30,8 +30,6 @@ export function createRunControl(deps: {
 }): RunControl {
   const { config, live, sources, callerSources, intercept, proxies, admin, reloader, lifecycle } =
     deps;
-  let startupWatch: NodeJS.Timeout | undefined;
-
   async function listen() {
     try {
       // An unusable users or JWKS file fails the start, before a port is bound.
@@ -54,7 +52,7 @@ export function createRunControl(deps: {
       });
       lifecycle.markRunning();
       live.generation.tokens.startEager();
-      startupWatch = watchStartup(config, live.generation.tokens, lifecycle);
+      watchStartup(config, live.generation.tokens, lifecycle);
       return { proxy: proxyAddresses, admin: adminAddress };
     } catch (error) {
       // One port taken must not leave the others bound (and the process alive) behind it.
@@ -65,7 +63,6 @@ export function createRunControl(deps: {
 
   async function close(timeoutMs = live.generation.config.shutdown.timeoutMs): Promise<void> {
     reloader.stop();
-    if (startupWatch) clearInterval(startupWatch);
     lifecycle.markDraining();
     // Each step runs even if an earlier one failed, so no timer, socket or pool is left open.
     const results = await Promise.allSettled(
@@ -93,13 +90,10 @@ export function createRunControl(deps: {
  * /startup passes once every prefetched upstream the readiness policy requires has had a token
  * (a Kubernetes startup probe then lets the app container start). Lazy upstreams don't hold
  * startup back, nor does any token under `readiness.requireTokens: none` (a gateway must not
- * stay "starting" forever because one tenant's credential is broken).
+ * stay "starting" forever because one tenant's credential is broken). The condition is asked
+ * whenever `started` is read, so a probe sees it the moment it holds; nothing polls it.
  */
-function watchStartup(
-  config: ProxyConfig,
-  tokens: TokenRegistry,
-  lifecycle: Lifecycle,
-): NodeJS.Timeout | undefined {
+function watchStartup(config: ProxyConfig, tokens: TokenRegistry, lifecycle: Lifecycle): void {
   const waitingFor =
     config.readiness.requireTokens === "none"
       ? []
@@ -113,12 +107,4 @@ function watchStartup(
       return state === "valid" || state === "degraded";
     });
   });
-  // Reading `started` asks the condition: a probe sees it at once; the poll is for the
-  // listeners (lifecycle.onStarted) when nobody asks.
-  if (lifecycle.started) return undefined;
-  const timer = setInterval(() => {
-    if (lifecycle.started) clearInterval(timer);
-  }, 50);
-  timer.unref();
-  return timer;
 }

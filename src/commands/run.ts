@@ -8,7 +8,7 @@ import { createLogger, type Logger } from "../observability/logger.js";
 import { reloadOnChange } from "../reload/reload-on-change.js";
 import { configFileFrom, configFlagsFrom } from "./config-flags.js";
 import { cannotListen, runListenHint } from "./listen-hints.js";
-import { delayWasmTierUp, settleAfterStart } from "./start-memory.js";
+import { delayWasmTierUp } from "./start-memory.js";
 
 type Values = Record<string, string | boolean | undefined>;
 
@@ -81,7 +81,6 @@ export async function runCommand(values: Values): Promise<number> {
   for (const warning of warnings) logger.warn(warning);
   try {
     const running = await startProxy(config, { logger, handleSignals: true });
-    settleAfterStart(running.app.lifecycle, logger);
     // Before the announcement: once the ports are out, a SIGHUP must already reload.
     const watcher = await reloadOnChange({
       app: running.app,

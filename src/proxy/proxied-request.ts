@@ -129,6 +129,11 @@ export class ProxiedRequest {
    */
   exchange: ExchangeUnderWay | undefined = undefined;
 
+  /**
+   * Where it stands in its pipeline (pipeline.ts: an index into the stage list). A field, not a
+   * property added by the pipeline: that would change the object's shape on every request.
+   */
+  stageIndex = 0;
   /** Counted in its way in's load (`limits.maxInFlight` or `maxUpgrades`). */
   admitted = false;
   /** The answer was given (or the client left): no stage touches the request any more. */

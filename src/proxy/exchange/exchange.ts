@@ -10,6 +10,10 @@
  *   → retry-layer      resets, refused connections, 502–504 when safe
  *   → sink             the client's answer: response-relay.ts, or an upgrade's 101 hand-off
  *
+ * Without spans, pacing and DPoP, token replay and retry are built only when an attempt first
+ * meets what they act on (a 401, a 502–504, an error): a plain exchange that succeeds makes no
+ * layer at all, its answer going from the exchange straight to the relay.
+ *
  * Every attempt gets its credential from proxy/credential.ts (the one writer of
  * Authorization and DPoP), and errors leave through the request's one boundary
  * (`ProxiedRequest.fail`). Redirects are passed through, never followed: following would carry
@@ -36,6 +40,17 @@ export interface ExchangeEnd {
 }
 
 /**
+ * Builds the recovery layers (retry, token replay) around `inner`: at the start, or — for a
+ * plain exchange — only when an attempt first needs them (exchange-stage.ts).
+ */
+export interface RecoveryLayers {
+  buildRecoveries(
+    exchange: Exchange,
+    inner: AttemptHandler,
+  ): { head: AttemptHandler; retry: { cancel(): void } };
+}
+
+/**
  * What the exchange asks of the layers built around it (exchange-stage.ts composes them); the
  * layers know the exchange, the exchange only these roles.
  */
@@ -49,7 +64,18 @@ export interface ExchangeLayers {
   /** A pending retry's backoff (retry-layer.ts). */
   retry: { cancel(): void } | undefined;
   /** The innermost layer: the client's answer (response-relay.ts). */
-  relay: { readonly bytesOut: number; stop(): void };
+  relay: AttemptHandler & { readonly bytesOut: number; stop(): void };
+  /**
+   * Set while the recovery layers are still to be built: the first answer that one of them acts
+   * on (a 401, a 502–504) or the first error builds them around the relay. Most exchanges end
+   * without either, and so make no layer objects at all.
+   */
+  recoveries: RecoveryLayers | undefined;
+}
+
+/** An answer the retry or token-replay layer may act on (undefined: an error, no answer). */
+function mayNeedRecovery(statusCode: number | undefined): boolean {
+  return statusCode === undefined || statusCode === 401 || (statusCode >= 502 && statusCode <= 504);
 }
 
 export interface AttemptSpans {
@@ -333,7 +359,7 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, Q
   ): boolean {
     if (this.finished) return true;
     if (statusCode >= 200) this.headArrived = true;
-    return this.layers.head.onHeaders(
+    return this.headFor(statusCode).onHeaders(
       statusCode,
       (rawHeaders ?? []) as RawHeaders,
       resume,
@@ -353,7 +379,19 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, Q
 
   onError(err: Error): void {
     if (this.finished) return;
-    this.layers.head.onError(err);
+    this.headFor(undefined).onError(err);
+  }
+
+  /** The outermost layer for this answer (or error), the recovery layers built if it may need them. */
+  private headFor(statusCode: number | undefined): AttemptHandler {
+    const layers = this.layers;
+    if (layers.recoveries !== undefined && mayNeedRecovery(statusCode)) {
+      const built = layers.recoveries.buildRecoveries(this, layers.relay);
+      layers.recoveries = undefined;
+      layers.head = built.head;
+      layers.retry = built.retry;
+    }
+    return layers.head;
   }
 
   onUpgrade(statusCode: number, rawHeaders: Buffer[] | string[] | null, socket: Duplex): void {

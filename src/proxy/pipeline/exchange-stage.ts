@@ -4,9 +4,13 @@
  * token replay only for a body that can be sent again (or a DPoP token, whose nonces it keeps).
  * A plain request's exchange ends in the relayed answer; an upgrade's may end in a 101 handed to
  * its tunnel (`onSwitchingProtocols`), any other answer relayed as a plain one.
+ *
+ * With no spans, no pacing and no DPoP, the retry and token-replay layers wait until an attempt
+ * needs them (exchange.ts `headFor`): a successful exchange then costs two objects, the exchange
+ * and its relay, instead of four.
  */
 import type { LimitsConfig } from "../../config/proxy-config.js";
-import { Exchange } from "../exchange/exchange.js";
+import { Exchange, type RecoveryLayers } from "../exchange/exchange.js";
 import type { AttemptHandler } from "../exchange/layer.js";
 import { PacingLayer } from "../exchange/pacing-layer.js";
 import { ResponseRelay, type SwitchingProtocols } from "../exchange/response-relay.js";
@@ -16,7 +20,7 @@ import { TokenReplayLayer } from "../exchange/token-replay-layer.js";
 import type { ProxiedRequest } from "../proxied-request.js";
 import type { Flow, Stage } from "./pipeline.js";
 
-export class ExchangeStage implements Stage {
+export class ExchangeStage implements Stage, RecoveryLayers {
   readonly name = "exchange";
 
   constructor(
@@ -30,11 +34,22 @@ export class ExchangeStage implements Stage {
     const upgrade = this.onSwitchingProtocols === undefined ? undefined : request.upgradeProtocols;
     const exchange = new Exchange(request, upgrade);
     const relay = new ResponseRelay(exchange, this.limits, this.onSwitchingProtocols?.(request));
-    const retry = new RetryLayer(relay, exchange);
-    let head: AttemptHandler = retry;
-    if (exchange.replayable || request.slots.dpopIndex >= 0)
-      head = new TokenReplayLayer(head, exchange);
     const pacingConfig = exchange.route.pacing;
+    const dpop = request.slots.dpopIndex >= 0;
+    if (!this.tracing && pacingConfig === undefined && !dpop) {
+      exchange.start({
+        head: relay,
+        span: undefined,
+        pacing: undefined,
+        retry: undefined,
+        relay,
+        recoveries: this,
+      });
+      return;
+    }
+    // Each of these acts on every attempt (a span, a Retry-After, a DPoP-Nonce): all built now.
+    const recoveries = this.buildRecoveries(exchange, relay);
+    let head = recoveries.head;
     const pacing =
       pacingConfig === undefined ? undefined : new PacingLayer(head, pacingConfig, exchange);
     if (pacing !== undefined) head = pacing;
@@ -42,6 +57,19 @@ export class ExchangeStage implements Stage {
       ? new SpanLayer(head, request.span, exchange.route, request.method, request.upstreamPath)
       : undefined;
     if (span !== undefined) head = span;
-    exchange.start({ head, span, pacing, retry, relay });
+    exchange.start({ head, span, pacing, retry: recoveries.retry, relay, recoveries: undefined });
+  }
+
+  /** Retry around `inner`, and token replay around that for a body that can be sent again. */
+  buildRecoveries(
+    exchange: Exchange,
+    inner: AttemptHandler,
+  ): { head: AttemptHandler; retry: RetryLayer } {
+    const retry = new RetryLayer(inner, exchange);
+    const head =
+      exchange.replayable || exchange.request.slots.dpopIndex >= 0
+        ? new TokenReplayLayer(retry, exchange)
+        : retry;
+    return { head, retry };
   }
 }

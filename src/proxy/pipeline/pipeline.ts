@@ -28,10 +28,6 @@ export interface Stage {
   run(request: ProxiedRequest, flow: Flow): void;
 }
 
-/** Where each request stands in its pipeline (an index into the stage list). */
-const kStage = Symbol("bearer-proxy.stage");
-type Positioned = ProxiedRequest & { [kStage]?: number };
-
 export class Pipeline implements Flow {
   constructor(
     readonly stages: readonly Stage[],
@@ -40,14 +36,13 @@ export class Pipeline implements Flow {
 
   /** Runs `request` through every stage from the first. */
   start(request: ProxiedRequest): void {
-    (request as Positioned)[kStage] = 0;
+    request.stageIndex = 0;
     this.run(request, 0);
   }
 
   next(request: ProxiedRequest): void {
-    const positioned = request as Positioned;
-    const index = (positioned[kStage] ?? 0) + 1;
-    positioned[kStage] = index;
+    const index = request.stageIndex + 1;
+    request.stageIndex = index;
     this.run(request, index);
   }
 

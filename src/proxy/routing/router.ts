@@ -7,7 +7,8 @@
  * 3. the longest `match.pathPrefix` that matches the path as the guards normalized it
  *    (byte-wise, case-sensitive; nothing is decoded here — see net/path-normalization.ts); a
  *    prefix not ending in "/" matches on a segment boundary.
- * Every lookup is a few Map probes: nothing is scanned or built per request.
+ * A lookup builds nothing per request: a listener with a few prefixes (a sidecar has one) tests
+ * each, longest first; one with many probes a Map once per path segment.
  */
 import type { ListenSpec, ProxyConfig, UpstreamConfig } from "../../config/proxy-config.js";
 
@@ -65,29 +66,65 @@ export function normalizeAuthority(authority: string): string {
 }
 
 /** Prefix → upstream for one set of candidates. */
-type PrefixTable = Map<string, UpstreamConfig>;
+interface PrefixTable {
+  readonly byPrefix: Map<string, UpstreamConfig>;
+  /** The same, longest prefix first, when few enough to test each (else undefined). */
+  readonly longestFirst: readonly { prefix: string; upstream: UpstreamConfig }[] | undefined;
+}
+
+/**
+ * Up to this many prefixes are tested one by one; past it the Map walk is cheaper. The walk
+ * slices and hashes the path once or twice per segment — for a sidecar's one "/" prefix, every
+ * segment of a deep path.
+ */
+const SCAN_LIMIT = 8;
 
 function buildPrefixTable(upstreams: readonly UpstreamConfig[], what: string): PrefixTable {
-  const table: PrefixTable = new Map();
+  const byPrefix = new Map<string, UpstreamConfig>();
   for (const upstream of upstreams) {
     const prefix = upstream.match.pathPrefix || "/";
-    const other = table.get(prefix);
+    const other = byPrefix.get(prefix);
     if (other) {
       throw new Error(
         `upstreams ${other.name} and ${upstream.name} both match path prefix ${prefix} ${what}`,
       );
     }
-    table.set(prefix, upstream);
+    byPrefix.set(prefix, upstream);
   }
-  return table;
+  const longestFirst =
+    byPrefix.size <= SCAN_LIMIT
+      ? [...byPrefix]
+          .map(([prefix, upstream]) => ({ prefix, upstream }))
+          .sort((a, b) => b.prefix.length - a.prefix.length)
+      : undefined;
+  return { byPrefix, longestFirst };
+}
+
+/**
+ * `prefix` matches `pathname` as the Map walk below finds it: the whole of it, or a start of it
+ * that ends with "/" (and is shorter), or one followed by "/" there (a segment boundary).
+ */
+export function prefixMatches(prefix: string, pathname: string): boolean {
+  if (!pathname.startsWith(prefix)) return false;
+  if (prefix.length === pathname.length) return true;
+  return prefix.endsWith("/") || pathname.charCodeAt(prefix.length) === 0x2f; /* / */
 }
 
 /**
  * Longest matching prefix: the whole pathname, then for each "/" from the right the prefix
  * ending with that slash and the one ending just before it (segment boundary).
  */
-function lookupPrefix(table: PrefixTable, pathname: string): UpstreamConfig | undefined {
-  if (table.size === 0) return undefined;
+function lookupPrefix(
+  { byPrefix: table, longestFirst }: PrefixTable,
+  pathname: string,
+): UpstreamConfig | undefined {
+  if (longestFirst !== undefined) {
+    for (let i = 0; i < longestFirst.length; i++) {
+      const entry = longestFirst[i]!;
+      if (prefixMatches(entry.prefix, pathname)) return entry.upstream;
+    }
+    return undefined;
+  }
   const exact = table.get(pathname);
   if (exact) return exact;
   for (let i = pathname.lastIndexOf("/"); i >= 0; i = pathname.lastIndexOf("/", i - 1)) {
@@ -151,8 +188,11 @@ export function createRouter(upstreams: readonly UpstreamConfig[]): Router {
 
   return {
     route(authority, pathname) {
+      // Without match.hosts (a sidecar, most gateways) the authority need not be looked at.
       const table =
-        authority === undefined ? undefined : hostTables.get(normalizeAuthority(authority));
+        authority === undefined || hostTables.size === 0
+          ? undefined
+          : hostTables.get(normalizeAuthority(authority));
       return lookupPrefix(table ?? anyHostTable, pathname);
     },
     isKnownHost(authority) {

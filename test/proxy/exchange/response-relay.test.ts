@@ -96,7 +96,14 @@ async function relayOne(
     });
     const exchange = new Exchange(request, undefined);
     const relay = new ResponseRelay(exchange, options.limits ?? noRate);
-    exchange.start({ head: relay, relay, span: undefined, pacing: undefined, retry: undefined });
+    exchange.start({
+      head: relay,
+      relay,
+      span: undefined,
+      pacing: undefined,
+      retry: undefined,
+      recoveries: undefined,
+    });
     ready.push({ request, ctx, exchange, attempt: dispatcher.last.connect() });
   });
   await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
@@ -279,6 +286,7 @@ describe("ResponseRelay and an upgrade's 101", () => {
       span: undefined,
       pacing: undefined,
       retry: undefined,
+      recoveries: undefined,
     });
     return { ...rig, relay };
   }

@@ -749,6 +749,7 @@ export function exchangeRig(config: UpstreamConfig, options: ExchangeRigOptions 
         pacing: undefined,
         retry: undefined,
         relay: sink,
+        recoveries: undefined,
         ...layers,
       });
     },
