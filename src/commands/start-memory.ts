@@ -10,7 +10,7 @@
  *
  * What this module no longer does: collect garbage once started. A forced full collection in
  * the settled process (V8's `gc`, last-resort or plain) gave back the start's young generation
- * and bytecode — 5–6 MiB of idle RSS on Node 24 — but every request after it cost 8–9 % more CPU
+ * and bytecode — 5–6 MiB of idle RSS on Node 24 — but every request after it cost 9–12 % more CPU
  * on Node 24 (2 % on Node 20), for the life of the process: 25 s of load later it had not
  * recovered (bench/PROFILE.md, "The settle that cost a tenth of the throughput").
  * test/cli/no-forced-collection.test.ts keeps `run` from forcing one again.

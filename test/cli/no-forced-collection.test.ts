@@ -1,6 +1,6 @@
 /**
  * Issue 33: `run` used to force memory-reducing garbage collections 2 s after its start, while
- * idle. They gave back 5–6 MiB of idle RSS on Node 24, and made every later request cost 8–9 %
+ * idle. They gave back 5–6 MiB of idle RSS on Node 24, and made every later request cost 9–12 %
  * more CPU for the life of the process (bench/PROFILE.md, "The settle that cost a tenth of the
  * throughput"). This keeps it from coming back: a real `run`, watched from inside through
  * perf_hooks' GC entries (a preload), forces no collection before or after it is ready.

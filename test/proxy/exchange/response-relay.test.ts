@@ -15,7 +15,7 @@ import { type Duplex, PassThrough } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import type { LimitsConfig, UpstreamConfig } from "../../../src/config/proxy-config.js";
 import type { RawHeaders } from "../../../src/net/raw-headers.js";
-import { Exchange } from "../../../src/proxy/exchange/exchange.js";
+import { Exchange, type ExchangeLayers } from "../../../src/proxy/exchange/exchange.js";
 import {
   ResponseRelay,
   type SwitchingProtocols,
@@ -37,6 +37,18 @@ import {
   ScriptedDispatcher,
   testToken,
 } from "../support/pipeline-fakes.js";
+
+/** Layers with the relay alone: what these tests look at, without retry or replay around it. */
+function relayOnly(relay: ResponseRelay): ExchangeLayers {
+  return {
+    head: relay,
+    relay,
+    span: undefined,
+    pacing: undefined,
+    retry: undefined,
+    recoveries: undefined,
+  };
+}
 
 const defaultLimits = makeProxyConfig([]).limits;
 const noRate: Pick<LimitsConfig, "minResponseRate" | "minDataRateGraceMs"> = {
@@ -96,14 +108,7 @@ async function relayOne(
     });
     const exchange = new Exchange(request, undefined);
     const relay = new ResponseRelay(exchange, options.limits ?? noRate);
-    exchange.start({
-      head: relay,
-      relay,
-      span: undefined,
-      pacing: undefined,
-      retry: undefined,
-      recoveries: undefined,
-    });
+    exchange.start(relayOnly(relay));
     ready.push({ request, ctx, exchange, attempt: dispatcher.last.connect() });
   });
   await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
@@ -280,14 +285,7 @@ describe("ResponseRelay and an upgrade's 101", () => {
       request: { kind: "upgrade" },
     });
     const relay = new ResponseRelay(rig.exchange, noRate, onSwitchingProtocols);
-    rig.exchange.start({
-      head: relay,
-      relay,
-      span: undefined,
-      pacing: undefined,
-      retry: undefined,
-      recoveries: undefined,
-    });
+    rig.exchange.start(relayOnly(relay));
     return { ...rig, relay };
   }
 
