@@ -25,8 +25,8 @@ export interface Lifecycle {
   markStarted(): void;
   /**
    * What starting waits for (run-control.ts: every required prefetched token), asked whenever
-   * `started` is read, so /startup agrees with /readyz the moment the token arrives instead of
-   * at the next poll; it is marked started the first time the condition holds.
+   * `started` is read (nothing polls it), so /startup agrees with /readyz the moment the token
+   * arrives; it is marked started the first time the condition holds.
    */
   startWhen(condition: () => boolean): void;
   markRunning(): void;

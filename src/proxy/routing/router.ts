@@ -104,7 +104,7 @@ function buildPrefixTable(upstreams: readonly UpstreamConfig[], what: string): P
  * `prefix` matches `pathname` as the Map walk below finds it: the whole of it, or a start of it
  * that ends with "/" (and is shorter), or one followed by "/" there (a segment boundary).
  */
-export function prefixMatches(prefix: string, pathname: string): boolean {
+function prefixMatches(prefix: string, pathname: string): boolean {
   if (!pathname.startsWith(prefix)) return false;
   if (prefix.length === pathname.length) return true;
   return prefix.endsWith("/") || pathname.charCodeAt(prefix.length) === 0x2f; /* / */
