@@ -38,35 +38,36 @@ describe("bearer-proxy run", () => {
   const cli = useCliProcesses();
   const dir = useTempDir("bp-no-forced-gc-");
 
-  it("forces no garbage collection, before it is ready or idle after", async () => {
-    const preload = join(dir(), "watch-gc.cjs");
-    const gcLog = join(dir(), "forced-gc.log");
+  /** The preload and its log for one process: `--require` the preload with GC_LOG set. */
+  function forcedCollectionWatch(name: string) {
+    const preload = join(dir(), `${name}-watch-gc.cjs`);
+    const log = join(dir(), `${name}-forced-gc.log`);
     writeFileSync(preload, PRELOAD);
-    writeFileSync(gcLog, "");
+    writeFileSync(log, "");
+    return { preload, log, forced: () => readFileSync(log, "utf8") };
+  }
+
+  it("forces no garbage collection, before it is ready or idle after", async () => {
+    const watch = forcedCollectionWatch("run");
     const file = join(dir(), "config.yaml");
     writeFileSync(file, emulatorConfigYaml(emulator()));
     const proc = cli.start(["run", "--config", file], {
-      env: { NODE_OPTIONS: `--require ${preload}`, GC_LOG: gcLog },
+      env: { NODE_OPTIONS: `--require ${watch.preload}`, GC_LOG: watch.log },
     });
     const { adminUrl } = await proc.ports();
     await waitUntilReady(adminUrl);
     await new Promise((done) => setTimeout(done, IDLE_AFTER_READY_MS));
     expect(proc.child.exitCode).toBeNull();
-    expect(readFileSync(gcLog, "utf8")).toBe("");
+    expect(watch.forced()).toBe("");
   }, 30_000);
 
   it("the watch sees a forced collection (the control)", async () => {
-    const preload = join(dir(), "watch-gc.cjs");
-    const gcLog = join(dir(), "control-gc.log");
-    writeFileSync(preload, PRELOAD);
-    writeFileSync(gcLog, "");
+    const watch = forcedCollectionWatch("control");
     await run(
       process.execPath,
-      ["--expose-gc", "--require", preload, "-e", "gc(); setTimeout(() => {}, 100);"],
-      {
-        env: { ...process.env, GC_LOG: gcLog },
-      },
+      ["--expose-gc", "--require", watch.preload, "-e", "gc(); setTimeout(() => {}, 100);"],
+      { env: { ...process.env, GC_LOG: watch.log } },
     );
-    expect(readFileSync(gcLog, "utf8")).toMatch(/^\d+ \d+\n/);
+    expect(watch.forced()).toMatch(/^\d+ \d+\n/);
   }, 30_000);
 });
