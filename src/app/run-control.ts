@@ -52,7 +52,7 @@ export function createRunControl(deps: {
       });
       lifecycle.markRunning();
       live.generation.tokens.startEager();
-      watchStartup(config, live.generation.tokens, lifecycle);
+      setStartCondition(config, live.generation.tokens, lifecycle);
       return { proxy: proxyAddresses, admin: adminAddress };
     } catch (error) {
       // One port taken must not leave the others bound (and the process alive) behind it.
@@ -93,7 +93,7 @@ export function createRunControl(deps: {
  * stay "starting" forever because one tenant's credential is broken). The condition is asked
  * whenever `started` is read, so a probe sees it the moment it holds; nothing polls it.
  */
-function watchStartup(config: ProxyConfig, tokens: TokenRegistry, lifecycle: Lifecycle): void {
+function setStartCondition(config: ProxyConfig, tokens: TokenRegistry, lifecycle: Lifecycle): void {
   const waitingFor =
     config.readiness.requireTokens === "none"
       ? []
