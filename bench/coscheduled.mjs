@@ -1,0 +1,181 @@
+#!/usr/bin/env node
+/**
+ * Two proxies at once: a before/after comparison that the machine's drift cannot bias. Both are
+ * pinned to the same core and loaded at the same time (one wrk each, on the other core), so at
+ * every instant they see the same machine; the figure is the ratio of their throughputs and of
+ * their CPU per request, round by round. On this project's shared 2-vCPU VM, cells measured one
+ * after another moved ±15 %; here an A/A pair of the same build read 0.999–1.001× (0.983–1.018
+ * over its rounds) — steady enough to see a 1 % change (bench/PROFILE.md, ninth and tenth passes).
+ *
+ *   node bench/coscheduled.mjs --a PATH|forwarder --b PATH|forwarder [--rounds 6] [--duration 8]
+ *     [--warmup 3] [--idle 4] [--connections 25] [--path /small] [--smoke]
+ * PATH is a bearer-proxy CLI (dist/bundle/cli.cjs, dist/cli.js, or another build's copy);
+ * `forwarder` is the minimal undici forwarder (bench/baselines/undici-forwarder.mjs). Both run
+ * on the Node that runs this script, with BENCH_BEARER_PROXY_NODE_FLAGS / BENCH_BASELINE_NODE_FLAGS.
+ * Each round starts both fresh (a first), idles them `--idle` seconds (a sidecar waits for its
+ * app; what a process does while idle can cost it later), warms them up at once, then measures.
+ * Run an A/A pair (`--a X --b X`) in the same hour to know the harness's spread.
+ * Needs wrk and two cores to pin to (nginx as the upstream when installed); exits 1 if either
+ * side answered with errors, which would make its throughput meaningless.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { startBearerProxy, startEmulatorProcess } from "./lib/bearer-proxy.mjs";
+import { createBenchCertificates } from "./lib/certs.mjs";
+import { startUndiciForwarder } from "./lib/competitors.mjs";
+import { createControlClient } from "./lib/control-client.mjs";
+import { runClosedLoop } from "./lib/generators.mjs";
+import { canPin, readCpuSeconds, stopAllChildren } from "./lib/processes.mjs";
+import { ensureTools } from "./lib/tools.mjs";
+import { startUpstream } from "./lib/upstreams.mjs";
+
+const FORWARDER = "forwarder";
+
+const { values } = parseArgs({
+  options: {
+    a: { type: "string" },
+    b: { type: "string" },
+    rounds: { type: "string" },
+    duration: { type: "string" },
+    warmup: { type: "string" },
+    idle: { type: "string" },
+    connections: { type: "string", default: "25" },
+    path: { type: "string", default: "/small" },
+    smoke: { type: "boolean", default: false },
+  },
+});
+if (!values.a || !values.b) {
+  process.stderr.write(
+    "usage: coscheduled.mjs --a PATH|forwarder --b PATH|forwarder [--rounds N] [--duration S]\n",
+  );
+  process.exit(2);
+}
+const smoke = values.smoke;
+const settings = {
+  rounds: Number(values.rounds ?? (smoke ? 1 : 6)),
+  durationS: Number(values.duration ?? (smoke ? 1 : 8)),
+  warmupS: Number(values.warmup ?? (smoke ? 1 : 3)),
+  idleS: Number(values.idle ?? (smoke ? 0 : 4)),
+  connections: Number(values.connections),
+};
+const tools = ensureTools({ install: false, log: () => {} });
+if (!tools.wrk.path || !canPin()) {
+  process.stderr.write("coscheduled: needs wrk and two cores to pin to (taskset)\n");
+  process.exit(2);
+}
+const [proxyCore, loadCore] = [0, 1];
+
+/** Median of a non-empty list. */
+function median(xs) {
+  const sorted = [...xs].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+const range = (xs) => `${Math.min(...xs).toFixed(3)}–${Math.max(...xs).toFixed(3)}`;
+const label = (side) => (side === FORWARDER ? FORWARDER : resolve(side));
+
+const dir = await mkdtemp(join(tmpdir(), "bearer-proxy-cosched-"));
+const rows = [];
+let failed = false;
+try {
+  const certs = await createBenchCertificates(dir);
+  const control = createControlClient(certs.caPem);
+  const upstream = await startUpstream({
+    core: loadCore,
+    certs,
+    control,
+    nginxPath: tools.nginx.path,
+    dir,
+  });
+  const emulator = await startEmulatorProcess({ core: loadCore, certs });
+  const start = (side, tag) =>
+    side === FORWARDER
+      ? startUndiciForwarder({ core: proxyCore, upstream, certs })
+      : startBearerProxy({
+          core: proxyCore,
+          upstream,
+          emulator,
+          certs,
+          dir,
+          control,
+          tag,
+          cli: resolve(side),
+        });
+  const load = (proxy, durationS) =>
+    runClosedLoop({
+      tool: "wrk",
+      core: loadCore,
+      url: `${proxy.baseUrl}${values.path}`,
+      method: "GET",
+      bodyBytes: 0,
+      connections: settings.connections,
+      durationS,
+      headers: proxy.headers ?? {},
+    });
+  for (let round = 1; round <= settings.rounds; round++) {
+    const a = await start(values.a, `-a${round}`);
+    const b = await start(values.b, `-b${round}`);
+    await new Promise((done) => setTimeout(done, settings.idleS * 1000));
+    await Promise.all([load(a, settings.warmupS), load(b, settings.warmupS)]);
+    const cpuBefore = [readCpuSeconds(a.pids()), readCpuSeconds(b.pids())];
+    const [ra, rb] = await Promise.all([load(a, settings.durationS), load(b, settings.durationS)]);
+    const cpuA = readCpuSeconds(a.pids()) - cpuBefore[0];
+    const cpuB = readCpuSeconds(b.pids()) - cpuBefore[1];
+    await a.stop();
+    await b.stop();
+    const errors = ra.errors + ra.statusErrors + rb.errors + rb.statusErrors;
+    if (errors > 0 || ra.requests === 0 || rb.requests === 0) failed = true;
+    const row = {
+      round,
+      rpsA: ra.rps,
+      rpsB: rb.rps,
+      usA: (cpuA / ra.requests) * 1e6,
+      usB: (cpuB / rb.requests) * 1e6,
+      errors,
+    };
+    row.throughput = ra.requests / rb.requests;
+    row.cpu = row.usA / row.usB;
+    rows.push(row);
+    console.error(
+      `coscheduled: round ${round}: a ${row.rpsA.toFixed(0)} req/s ${row.usA.toFixed(1)} µs, ` +
+        `b ${row.rpsB.toFixed(0)} req/s ${row.usB.toFixed(1)} µs, a ÷ b ${row.throughput.toFixed(3)}` +
+        (errors ? `, ${errors} errors` : ""),
+    );
+  }
+  await control.close();
+} finally {
+  await stopAllChildren();
+  await rm(dir, { recursive: true, force: true });
+}
+
+const throughputs = rows.map((r) => r.throughput);
+const cpus = rows.map((r) => r.cpu);
+console.log(`## Two proxies at once: a ÷ b\n`);
+console.log(`a: \`${label(values.a)}\``);
+console.log(`b: \`${label(values.b)}\``);
+console.log(
+  `\nNode ${process.version}; both on core ${proxyCore}, one wrk -c${settings.connections} each on core ${loadCore}, ` +
+    `GET ${values.path}; per round: start both, ${settings.idleS} s idle, ${settings.warmupS} s warm-up, ${settings.durationS} s measured.\n`,
+);
+console.log(
+  "| round | a req/s | b req/s | a µs CPU/request | b µs CPU/request | throughput a ÷ b | CPU/request a ÷ b |",
+);
+console.log("|---:|---:|---:|---:|---:|---:|---:|");
+for (const r of rows) {
+  console.log(
+    `| ${r.round} | ${r.rpsA.toFixed(0)} | ${r.rpsB.toFixed(0)} | ${r.usA.toFixed(1)} | ${r.usB.toFixed(1)} | ${r.throughput.toFixed(3)} | ${r.cpu.toFixed(3)} |`,
+  );
+}
+console.log(
+  `\n**throughput a ÷ b ${median(throughputs).toFixed(3)}×** (${range(throughputs)}), ` +
+    `CPU per request a ÷ b ${median(cpus).toFixed(3)}× (${range(cpus)}), median of ${rows.length} round(s).`,
+);
+if (failed) {
+  console.log(
+    "\nFAIL: a side answered with errors (or served nothing): its throughput means nothing.",
+  );
+  process.exitCode = 1;
+}
