@@ -22,14 +22,12 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { startBearerProxy, startEmulatorProcess } from "./lib/bearer-proxy.mjs";
-import { createBenchCertificates } from "./lib/certs.mjs";
+import { startBackends } from "./lib/backends.mjs";
+import { startBearerProxy } from "./lib/bearer-proxy.mjs";
 import { startUndiciForwarder } from "./lib/competitors.mjs";
-import { createControlClient } from "./lib/control-client.mjs";
 import { runClosedLoop } from "./lib/generators.mjs";
 import { canPin, readCpuSeconds, stopAllChildren } from "./lib/processes.mjs";
 import { ensureTools } from "./lib/tools.mjs";
-import { startUpstream } from "./lib/upstreams.mjs";
 
 const FORWARDER = "forwarder";
 
@@ -81,29 +79,12 @@ const dir = await mkdtemp(join(tmpdir(), "bearer-proxy-cosched-"));
 const rows = [];
 let failed = false;
 try {
-  const certs = await createBenchCertificates(dir);
-  const control = createControlClient(certs.caPem);
-  const upstream = await startUpstream({
-    core: loadCore,
-    certs,
-    control,
-    nginxPath: tools.nginx.path,
-    dir,
-  });
-  const emulator = await startEmulatorProcess({ core: loadCore, certs });
+  const backends = await startBackends({ dir, core: loadCore, nginxPath: tools.nginx.path });
+  const { certs, control, upstream } = backends;
   const start = (side, tag) =>
     side === FORWARDER
       ? startUndiciForwarder({ core: proxyCore, upstream, certs })
-      : startBearerProxy({
-          core: proxyCore,
-          upstream,
-          emulator,
-          certs,
-          dir,
-          control,
-          tag,
-          cli: resolve(side),
-        });
+      : startBearerProxy({ ...backends, core: proxyCore, dir, tag, cli: resolve(side) });
   const load = (proxy, durationS) =>
     runClosedLoop({
       tool: "wrk",

@@ -28,12 +28,10 @@ const TRACE = "--trace-gc-nvp";
 process.env.BENCH_BEARER_PROXY_NODE_FLAGS = `${process.env.BENCH_BEARER_PROXY_NODE_FLAGS ?? ""} ${TRACE}`;
 process.env.BENCH_BASELINE_NODE_FLAGS = `${process.env.BENCH_BASELINE_NODE_FLAGS ?? ""} ${TRACE}`;
 // Read by the modules below when they load: imported after the flags are set.
-const { startBearerProxy, startEmulatorProcess } = await import("./lib/bearer-proxy.mjs");
+const { startBearerProxy } = await import("./lib/bearer-proxy.mjs");
+const { startBackends } = await import("./lib/backends.mjs");
 const { startUndiciForwarder } = await import("./lib/competitors.mjs");
-const { createBenchCertificates } = await import("./lib/certs.mjs");
-const { createControlClient } = await import("./lib/control-client.mjs");
 const { canPin, stopAllChildren } = await import("./lib/processes.mjs");
-const { startUpstream } = await import("./lib/upstreams.mjs");
 const { ALL_VARIANTS, selectVariants, startVariant } = await import("./lib/variants.mjs");
 const { ensureTools } = await import("./lib/tools.mjs");
 
@@ -109,16 +107,11 @@ const tools = ensureTools({ install: false, log: () => {} });
 const dir = await mkdtemp(join(tmpdir(), "bearer-proxy-gc-"));
 const rows = [];
 try {
-  const certs = await createBenchCertificates(dir);
-  const control = createControlClient(certs.caPem);
-  const upstream = await startUpstream({
-    core: loadCore,
-    certs,
-    control,
-    nginxPath: tools.nginx.path,
+  const { certs, control, upstream, emulator } = await startBackends({
     dir,
+    core: loadCore,
+    nginxPath: tools.nginx.path,
   });
-  const emulator = await startEmulatorProcess({ core: loadCore, certs });
   const startProxy = (configure, tag = "", env = {}) =>
     startBearerProxy({
       core: proxyCore,
