@@ -591,7 +591,7 @@ export function renderFootprintMarkdown(result) {
       (settings.load
         ? `Load: GET /small at ${settings.rates.join(", ")} req/s for ${settings.durationS} s each after ${settings.warmupS} s unrecorded, ` +
           "through a fresh proxy (the defaults otherwise, access log on, to /dev/null), open loop; *added* is over direct " +
-          "in the same round; *loop max* is the largest event-loop delay the proxy saw (prom-client, 10 ms resolution). " +
+          "in the same round; *loop max* is the largest event-loop delay the proxy saw (its `nodejs_eventloop_lag_max_seconds`: a 100 ms monitor, the interval taken off; results before 2026-11-29 read prom-client's 10 ms monitor, interval included). " +
           "The floor under load (*forwarder*): the minimal undici forwarder (bench/baselines/undici-forwarder.mjs), same Node, " +
           "flags and core, at the same rates right before the proxy: what forwarding over TLS costs the runtime on one core."
         : "No load cells in this run (`--no-load`)."),

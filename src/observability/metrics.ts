@@ -4,6 +4,8 @@
  * (upstream name), the method, status class and error codes — never raw paths or hosts.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { MAX_TIMER_MS } from "../base/clock.js";
+import { registerEventLoopDelay } from "./event-loop-delay.js";
 import { createRequestRates, type RequestRates } from "./request-rates.js";
 import { SeriesHistogram } from "./series-histogram.js";
 
@@ -77,27 +79,16 @@ interface ScrapeSources {
 }
 
 /**
- * How often Node's event-loop delay monitor samples (the `nodejs_eventloop_lag_p99_seconds`
- * family). prom-client's default, 10 ms, is a timer that wakes an idle process 100 times a
- * second: 99 main-thread wakeups a second and 0.3–0.7 % of a core for an idle sidecar, against 11
- * and 0.1–0.2 % at 100 ms (Node 24, 30 s idle; bench/PROFILE.md, "An idle sidecar's 100 wakeups a
- * second"). A stall of 100 ms or more still always shows; a shorter one shows in proportion to
- * its length (a 20 ms one in one sample of five). `nodejs_eventloop_lag_seconds`, measured at
- * each scrape, is unchanged.
- */
-export const EVENT_LOOP_MONITOR_RESOLUTION_MS = 100;
-
-/**
  * Every instrument on a registry of its own, created by area in a fixed order (the order
  * /metrics lists them in).
  */
 export function createMetrics(options: { collectProcessMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
   if (options.collectProcessMetrics !== false) {
-    collectDefaultMetrics({
-      register: registry,
-      eventLoopMonitoringPrecision: EVENT_LOOP_MONITOR_RESOLUTION_MS,
-    });
+    // prom-client's own delay monitor is left dormant (one tick per timer maximum, 24.8 days):
+    // event-loop-delay.ts replaces its gauges with ones fed from a 100 ms monitor.
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: MAX_TIMER_MS });
+    registerEventLoopDelay(registry);
   }
   const registers = [registry];
   const sources: ScrapeSources = {};

@@ -1,7 +1,7 @@
 /**
  * Issue 33 (pay for what you use): an idle `run` wakes its main thread about 11 times a second,
  * not 100. prom-client's event-loop delay monitor, at its default 10 ms, was a timer that woke an
- * idle sidecar 100 times a second (observability/metrics.ts, EVENT_LOOP_MONITOR_RESOLUTION_MS).
+ * idle sidecar 100 times a second (src/observability/event-loop-delay.ts).
  * Counted the way the kernel counts them: the main thread's voluntary context switches, each one
  * a return to epoll_wait with nothing to do. A loaded machine can only delay a timer, so it can
  * only lower the count.

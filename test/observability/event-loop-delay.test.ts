@@ -1,0 +1,56 @@
+/**
+ * The event-loop delay gauges (src/observability/event-loop-delay.ts): prom-client's names, once
+ * each, fed from a 100 ms monitor with the interval taken off — an idle loop reads ~0, not the
+ * 0.1 s between two of the monitor's ticks, and a blocked loop reads the block.
+ */
+import { describe, expect, it } from "vitest";
+import { createMetrics } from "../../src/observability/metrics.js";
+
+const DELAY_GAUGES = ["min", "max", "mean", "stddev", "p50", "p90", "p99"].map(
+  (stat) => `nodejs_eventloop_lag_${stat}_seconds`,
+);
+
+function gaugeValue(text: string, name: string): number {
+  const match = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
+  if (!match) throw new Error(`no ${name} in /metrics`);
+  return Number(match[1]);
+}
+
+const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
+
+/** Holds the event loop for `ms`: the monitor's next tick comes that much late. */
+function blockFor(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // busy: nothing else runs
+  }
+}
+
+describe("event-loop delay gauges", () => {
+  it("keeps prom-client's names, each once, and the scrape-time lag gauge", async () => {
+    const text = await createMetrics().registry.metrics();
+    for (const name of [...DELAY_GAUGES, "nodejs_eventloop_lag_seconds"]) {
+      expect(text.match(new RegExp(`^# TYPE ${name} gauge$`, "gm"))).toHaveLength(1);
+    }
+  });
+
+  it("reads the delay beyond the monitor's interval: ~0 idle, the block when blocked", async () => {
+    const { registry } = createMetrics();
+    await sleep(450);
+    const idle = await registry.metrics();
+    // With the 100 ms interval left in, an idle loop would read p50 ≥ 0.1 s.
+    expect(gaugeValue(idle, "nodejs_eventloop_lag_p50_seconds")).toBeLessThan(0.05);
+    expect(gaugeValue(idle, "nodejs_eventloop_lag_min_seconds")).toBeGreaterThanOrEqual(0);
+
+    await sleep(150);
+    blockFor(400);
+    await sleep(150);
+    const blocked = await registry.metrics();
+    // The tick due during the block ran at its end: at least 400 − 100 ms late.
+    expect(gaugeValue(blocked, "nodejs_eventloop_lag_max_seconds")).toBeGreaterThanOrEqual(0.29);
+    // Each scrape starts a new period: the block is not in the next one.
+    await sleep(350);
+    const after = await registry.metrics();
+    expect(gaugeValue(after, "nodejs_eventloop_lag_max_seconds")).toBeLessThan(0.29);
+  });
+});
