@@ -18,27 +18,29 @@ export const EVENT_LOOP_MONITOR_RESOLUTION_MS = 100;
 
 const NS_PER_SECOND = 1e9;
 
-type Reading = (histogram: IntervalHistogram, intervalNs: number) => number;
+const INTERVAL_NS = EVENT_LOOP_MONITOR_RESOLUTION_MS * 1e6;
+
+type Reading = (histogram: IntervalHistogram) => number;
 
 /** Above the interval, in seconds; a recorded tick is never shorter than it, bar rounding. */
-const delay = (ns: number, intervalNs: number) => Math.max(0, ns - intervalNs) / NS_PER_SECOND;
+const delay = (ns: number) => Math.max(0, ns - INTERVAL_NS) / NS_PER_SECOND;
 
 /** prom-client's names and help texts, so dashboards built on them keep working. */
 const GAUGES: ReadonlyArray<readonly [name: string, help: string, read: Reading]> = [
   [
     "nodejs_eventloop_lag_min_seconds",
     "The minimum recorded event loop delay.",
-    (h, i) => delay(h.min, i),
+    (h) => delay(h.min),
   ],
   [
     "nodejs_eventloop_lag_max_seconds",
     "The maximum recorded event loop delay.",
-    (h, i) => delay(h.max, i),
+    (h) => delay(h.max),
   ],
   [
     "nodejs_eventloop_lag_mean_seconds",
     "The mean of the recorded event loop delays.",
-    (h, i) => delay(h.mean, i),
+    (h) => delay(h.mean),
   ],
   [
     "nodejs_eventloop_lag_stddev_seconds",
@@ -48,17 +50,17 @@ const GAUGES: ReadonlyArray<readonly [name: string, help: string, read: Reading]
   [
     "nodejs_eventloop_lag_p50_seconds",
     "The 50th percentile of the recorded event loop delays.",
-    (h, i) => delay(h.percentile(50), i),
+    (h) => delay(h.percentile(50)),
   ],
   [
     "nodejs_eventloop_lag_p90_seconds",
     "The 90th percentile of the recorded event loop delays.",
-    (h, i) => delay(h.percentile(90), i),
+    (h) => delay(h.percentile(90)),
   ],
   [
     "nodejs_eventloop_lag_p99_seconds",
     "The 99th percentile of the recorded event loop delays.",
-    (h, i) => delay(h.percentile(99), i),
+    (h) => delay(h.percentile(99)),
   ],
 ];
 
@@ -67,20 +69,16 @@ const GAUGES: ReadonlyArray<readonly [name: string, help: string, read: Reading]
  * starts the next period (as prom-client does): the first gauge a scrape collects takes the
  * reading, and the rest of that scrape (the same turn of the event loop) reuses it.
  */
-export function registerEventLoopDelay(
-  registry: Registry,
-  resolutionMs = EVENT_LOOP_MONITOR_RESOLUTION_MS,
-): void {
-  const histogram = monitorEventLoopDelay({ resolution: resolutionMs });
+export function registerEventLoopDelay(registry: Registry): void {
+  const histogram = monitorEventLoopDelay({ resolution: EVENT_LOOP_MONITOR_RESOLUTION_MS });
   histogram.enable();
-  const intervalNs = resolutionMs * 1e6;
   let reading: number[] | undefined;
   const read = (index: number): number => {
     if (reading === undefined) {
       reading =
         histogram.count === 0
           ? GAUGES.map(() => 0)
-          : GAUGES.map(([, , readOne]) => readOne(histogram, intervalNs));
+          : GAUGES.map(([, , readOne]) => readOne(histogram));
       histogram.reset();
       setImmediate(() => {
         reading = undefined;
