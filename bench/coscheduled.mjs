@@ -97,8 +97,16 @@ try {
       headers: proxy.headers ?? {},
     });
   for (let round = 1; round <= settings.rounds; round++) {
-    const a = await start(values.a, `-a${round}`);
-    const b = await start(values.b, `-b${round}`);
+    // Which starts first alternates: the first is 150–250 ms older when the load begins.
+    const startA = () => start(values.a, `-a${round}`);
+    const startB = () => start(values.b, `-b${round}`);
+    const [a, b] =
+      round % 2 === 1
+        ? [await startA(), await startB()]
+        : await (async () => {
+            const later = await startB();
+            return [await startA(), later];
+          })();
     await new Promise((done) => setTimeout(done, settings.idleS * 1000));
     await Promise.all([load(a, settings.warmupS), load(b, settings.warmupS)]);
     const cpuBefore = [readCpuSeconds(a.pids()), readCpuSeconds(b.pids())];
@@ -117,7 +125,7 @@ try {
       usB: (cpuB / rb.requests) * 1e6,
       errors,
     };
-    row.throughput = ra.requests / rb.requests;
+    row.throughput = ra.rps / rb.rps;
     row.cpu = row.usA / row.usB;
     rows.push(row);
     console.error(

@@ -10,7 +10,7 @@
  *   - under load: GET /small at fixed rates (open loop, bench/fixed-rate.mjs) through a fresh
  *     proxy with the same defaults (config file: the token endpoint is another host than the
  *     upstream), peak RSS sampled every 100 ms, p50/p99/p99.9 added over direct, and the
- *     largest event-loop delay the proxy itself saw (prom-client's `nodejs_eventloop_lag_max_seconds`,
+ *     largest event-loop delay the proxy itself saw (its `nodejs_eventloop_lag_max_seconds`,
  *     reset by a scrape just before the run);
  *   - the floor under load: the minimal undici forwarder (bench/baselines/undici-forwarder.mjs),
  *     same Node, flags and core, at the same rates right before the proxy's load cell.
@@ -591,7 +591,7 @@ export function renderFootprintMarkdown(result) {
       (settings.load
         ? `Load: GET /small at ${settings.rates.join(", ")} req/s for ${settings.durationS} s each after ${settings.warmupS} s unrecorded, ` +
           "through a fresh proxy (the defaults otherwise, access log on, to /dev/null), open loop; *added* is over direct " +
-          "in the same round; *loop max* is the largest event-loop delay the proxy saw (its `nodejs_eventloop_lag_max_seconds`: a 100 ms monitor, the interval taken off; results before 2026-11-29 read prom-client's 10 ms monitor, interval included). " +
+          "in the same round; *loop max* is the largest event-loop delay the proxy saw (its `nodejs_eventloop_lag_max_seconds`: a 100 ms tick's lateness, so a stall of S ms reads S − 100 to S; results before 2026-11-29 read prom-client's 10 ms monitor, S to S + 10). " +
           "The floor under load (*forwarder*): the minimal undici forwarder (bench/baselines/undici-forwarder.mjs), same Node, " +
           "flags and core, at the same rates right before the proxy: what forwarding over TLS costs the runtime on one core."
         : "No load cells in this run (`--no-load`)."),

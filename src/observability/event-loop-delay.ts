@@ -1,29 +1,28 @@
 /**
  * The `nodejs_eventloop_lag_{min,max,mean,stddev,p50,p90,p99}_seconds` gauges, as prom-client's
- * default metrics name them, fed from an event-loop delay monitor that samples every
- * EVENT_LOOP_MONITOR_RESOLUTION_MS instead of prom-client's 10 ms.
+ * default metrics name them, fed from a timer that ticks every EVENT_LOOP_MONITOR_RESOLUTION_MS
+ * instead of prom-client's 10 ms monitor.
  *
- * Why: the monitor is a libuv timer that fires whether or not anything runs. At 10 ms it woke an
- * idle sidecar 100 times a second (0.3–0.7 % of a core doing nothing); at 100 ms, 11
- * (bench/PROFILE.md, "An idle sidecar's 100 wakeups a second"). Node records the time between
- * two of the timer's ticks, interval included, and prom-client reports that as it is (its
- * idle p50 reads 0.0101 s); here the interval is taken off, so each gauge is the delay itself,
- * and a coarser interval does not raise them. A stall of 100 ms or more always shows; a shorter
- * one in proportion to its length.
+ * Why: the monitor is a timer that fires whether or not anything runs. At 10 ms it woke an idle
+ * sidecar 100 times a second (0.3–0.7 % of a core doing nothing); at 100 ms, 11
+ * (bench/PROFILE.md, "An idle sidecar's 100 wakeups a second"). Each tick records how late it
+ * ran, so a gauge is the delay itself. (Node's `monitorEventLoopDelay` records the time between
+ * two ticks, interval included, which prom-client reports as the delay — its idle p50 reads
+ * 0.0101 s — and its `reset()` also forgets the last tick, so a stall right after a scrape went
+ * unrecorded.) A stall of S ms reads between S − 100 and S; one shorter than 100 ms shows in
+ * proportion to its length.
  */
-import { type IntervalHistogram, monitorEventLoopDelay } from "node:perf_hooks";
+import { createHistogram, type RecordableHistogram } from "node:perf_hooks";
 import { Gauge, type Registry } from "prom-client";
 
 export const EVENT_LOOP_MONITOR_RESOLUTION_MS = 100;
 
 const NS_PER_SECOND = 1e9;
 
-const INTERVAL_NS = EVENT_LOOP_MONITOR_RESOLUTION_MS * 1e6;
+type Reading = (histogram: RecordableHistogram) => number;
 
-type Reading = (histogram: IntervalHistogram) => number;
-
-/** Above the interval, in seconds; a recorded tick is never shorter than it, bar rounding. */
-const delay = (ns: number) => Math.max(0, ns - INTERVAL_NS) / NS_PER_SECOND;
+/** A recorded lateness, in seconds (1 ns is what an on-time tick records). */
+const delay = (ns: number) => (ns <= 1 ? 0 : ns / NS_PER_SECOND);
 
 /** prom-client's names and help texts, so dashboards built on them keep working. */
 const GAUGES: ReadonlyArray<readonly [name: string, help: string, read: Reading]> = [
@@ -70,8 +69,16 @@ const GAUGES: ReadonlyArray<readonly [name: string, help: string, read: Reading]
  * reading, and the rest of that scrape (the same turn of the event loop) reuses it.
  */
 export function registerEventLoopDelay(registry: Registry): void {
-  const histogram = monitorEventLoopDelay({ resolution: EVENT_LOOP_MONITOR_RESOLUTION_MS });
-  histogram.enable();
+  const histogram = createHistogram();
+  let lastTickMs = performance.now();
+  const tick = () => {
+    const nowMs = performance.now();
+    const lateMs = nowMs - lastTickMs - EVENT_LOOP_MONITOR_RESOLUTION_MS;
+    // A histogram records integers ≥ 1: on time is 1 ns.
+    histogram.record(Math.max(1, Math.round(lateMs * 1e6)));
+    lastTickMs = nowMs;
+  };
+  setInterval(tick, EVENT_LOOP_MONITOR_RESOLUTION_MS).unref();
   let reading: number[] | undefined;
   const read = (index: number): number => {
     if (reading === undefined) {

@@ -60,9 +60,10 @@ describe.skipIf(skipWithoutRedis)("redis token cache: the cross-replica lock", (
     const hung = deferred<SharedToken>();
     const fromA = get(a, () => hung.promise);
     await waitForLock();
-    // What is left of the lock when the wait starts: a loaded machine may see it late.
-    const lockLeftMs = await rawClient().pTTL(lockKey);
+    // What is left of the lock when the wait starts: a loaded machine may see it late. Taken
+    // after the start, so however late the answer comes the lock had at least that much left.
     const started = performance.now();
+    const lockLeftMs = await rawClient().pTTL(lockKey);
 
     let otherFetches = 0;
     const slow = deferred<SharedToken>();
@@ -77,7 +78,7 @@ describe.skipIf(skipWithoutRedis)("redis token cache: the cross-replica lock", (
     // B or C takes the expired lock; until then neither fetches.
     while (otherFetches === 0) await new Promise((r) => setTimeout(r, 5));
     const waitedMs = performance.now() - started;
-    expect(waitedMs).toBeGreaterThanOrEqual(lockLeftMs - 50);
+    expect(waitedMs).toBeGreaterThanOrEqual(lockLeftMs - 5);
     expect(waitedMs).toBeLessThan(LOCK_TTL_MS + 400);
     const ownerWhileFetching = await rawClient().get(lockKey);
     expect(ownerWhileFetching).not.toBeNull();
