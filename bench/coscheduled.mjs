@@ -27,6 +27,7 @@ import { startBearerProxy } from "./lib/bearer-proxy.mjs";
 import { startUndiciForwarder } from "./lib/competitors.mjs";
 import { runClosedLoop } from "./lib/generators.mjs";
 import { canPin, readCpuSeconds, stopAllChildren } from "./lib/processes.mjs";
+import { spread } from "./lib/summarize.mjs";
 import { ensureTools } from "./lib/tools.mjs";
 
 const FORWARDER = "forwarder";
@@ -58,6 +59,10 @@ const settings = {
   idleS: Number(values.idle ?? (smoke ? 0 : 4)),
   connections: Number(values.connections),
 };
+if (!(settings.rounds >= 1 && settings.durationS > 0)) {
+  process.stderr.write("coscheduled: --rounds must be at least 1 and --duration above 0\n");
+  process.exit(2);
+}
 const tools = ensureTools({ install: false, log: () => {} });
 if (!tools.wrk.path || !canPin()) {
   process.stderr.write("coscheduled: needs wrk and two cores to pin to (taskset)\n");
@@ -65,14 +70,11 @@ if (!tools.wrk.path || !canPin()) {
 }
 const [proxyCore, loadCore] = [0, 1];
 
-/** Median of a non-empty list. */
-function median(xs) {
-  const sorted = [...xs].sort((x, y) => x - y);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+/** "median× (min–max)" of the rounds' ratios. */
+function ratioSummary(ratios) {
+  const { median, min, max } = spread(ratios);
+  return `${median.toFixed(3)}× (${min.toFixed(3)}–${max.toFixed(3)})`;
 }
-
-const range = (xs) => `${Math.min(...xs).toFixed(3)}–${Math.max(...xs).toFixed(3)}`;
 const label = (side) => (side === FORWARDER ? FORWARDER : resolve(side));
 
 const dir = await mkdtemp(join(tmpdir(), "bearer-proxy-cosched-"));
@@ -159,8 +161,8 @@ for (const r of rows) {
   );
 }
 console.log(
-  `\n**throughput a ÷ b ${median(throughputs).toFixed(3)}×** (${range(throughputs)}), ` +
-    `CPU per request a ÷ b ${median(cpus).toFixed(3)}× (${range(cpus)}), median of ${rows.length} round(s).`,
+  `\n**throughput a ÷ b ${ratioSummary(throughputs)}**, ` +
+    `CPU per request a ÷ b ${ratioSummary(cpus)}, median of ${rows.length} round(s).`,
 );
 if (failed) {
   console.log(

@@ -15,7 +15,7 @@
 import { createHistogram, type RecordableHistogram } from "node:perf_hooks";
 import { Gauge, type Registry } from "prom-client";
 
-export const EVENT_LOOP_MONITOR_RESOLUTION_MS = 100;
+const EVENT_LOOP_MONITOR_RESOLUTION_MS = 100;
 
 const NS_PER_SECOND = 1e9;
 

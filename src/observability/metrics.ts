@@ -86,7 +86,7 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
   const registry = new Registry();
   if (options.collectProcessMetrics !== false) {
     // prom-client's own delay monitor is left dormant (one tick per timer maximum, 24.8 days):
-    // event-loop-delay.ts replaces its gauges with ones fed from a 100 ms monitor.
+    // event-loop-delay.ts replaces its gauges with ones fed from a 100 ms tick.
     collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: MAX_TIMER_MS });
     registerEventLoopDelay(registry);
   }

@@ -11,6 +11,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { useEmulator } from "../helpers/emulator.js";
+import { sleep } from "../helpers/wait.js";
 import { emulatorConfigYaml, useCliProcesses, useTempDir, waitUntilReady } from "./helpers.js";
 
 /** 100 ms monitor: ~11 a second on Node 20 and 24. 10 ms: ~100. */
@@ -34,7 +35,7 @@ function mainThreadSwitches(pid: number): number {
 async function wakeupsPerSecond(pid: number): Promise<number> {
   const before = mainThreadSwitches(pid);
   const startedAt = performance.now();
-  await new Promise((done) => setTimeout(done, COUNT_MS));
+  await sleep(COUNT_MS);
   const after = mainThreadSwitches(pid);
   return ((after - before) * 1000) / (performance.now() - startedAt);
 }
@@ -56,7 +57,7 @@ describe.runIf(onLinux)("an idle bearer-proxy run", () => {
     const proc = cli.start(["run", "--config", file]);
     const { adminUrl } = await proc.ports();
     await waitUntilReady(adminUrl);
-    await new Promise((done) => setTimeout(done, SETTLE_MS));
+    await sleep(SETTLE_MS);
     const pid = proc.child.pid ?? 0;
     const rate = await wakeupsPerSecond(pid);
     expect(proc.child.exitCode).toBeNull();
@@ -65,7 +66,7 @@ describe.runIf(onLinux)("an idle bearer-proxy run", () => {
 
   it("the count sees a 10 ms timer (the control)", async () => {
     control = spawn(process.execPath, ["-e", "setInterval(() => {}, 10)"], { stdio: "ignore" });
-    await new Promise((done) => setTimeout(done, SETTLE_MS));
+    await sleep(SETTLE_MS);
     const rate = await wakeupsPerSecond(control.pid ?? 0);
     expect(rate).toBeGreaterThan(MAX_IDLE_WAKEUPS_PER_SECOND);
   }, 30_000);

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { createMetrics } from "../../src/observability/metrics.js";
+import { sleep } from "../helpers/wait.js";
 
 const DELAY_GAUGES = ["min", "max", "mean", "stddev", "p50", "p90", "p99"].map(
   (stat) => `nodejs_eventloop_lag_${stat}_seconds`,
@@ -15,8 +16,6 @@ function gaugeValue(text: string, name: string): number {
   if (!match) throw new Error(`no ${name} in /metrics`);
   return Number(match[1]);
 }
-
-const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 /** Holds the event loop for `ms`: the monitor's next tick comes that much late. */
 function blockFor(ms: number): void {
