@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
 import { afterAll, describe, expect, it } from "vitest";
+import { waitFor } from "../helpers/wait.js";
 import { startHostileWorld } from "../hostile/support/hostile-world.js";
 import { REPO_ROOT } from "./schema-tools.js";
 
@@ -43,6 +44,11 @@ describe("the bundle without its admin-server chunk", () => {
       await proxied.body.dump();
       expect(proxied.statusCode).toBe(200);
       expect(await world.livez()).toBe(true);
+      // The line reaches the test through the child's stdout, maybe after the 500 did.
+      await waitFor(
+        () => world.logs().some((line) => line.msg === "admin server could not be built"),
+        "the admin server's build failure in the log",
+      );
       expect(world.logs()).toContainEqual(
         expect.objectContaining({ level: "error", msg: "admin server could not be built" }),
       );
