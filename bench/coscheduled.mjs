@@ -7,28 +7,41 @@
  * after another moved ±15 %; here an A/A pair of the same build read 0.999–1.001× (0.983–1.018
  * over its rounds) — steady enough to see a 1 % change (bench/PROFILE.md, ninth and tenth passes).
  *
- *   node bench/coscheduled.mjs --a PATH|forwarder --b PATH|forwarder [--rounds 6] [--duration 8]
- *     [--warmup 3] [--idle 4] [--connections 25] [--path /small] [--smoke]
+ *   node bench/coscheduled.mjs --a PATH|forwarder --b PATH|forwarder [--variant KEY]
+ *     [--a-flags="NODE FLAGS"] [--b-flags="NODE FLAGS"]
+ *     [--rounds 6] [--duration 8] [--warmup 3] [--idle 4] [--connections 25] [--path /small] [--smoke]
  * PATH is a bearer-proxy CLI (dist/bundle/cli.cjs, dist/cli.js, or another build's copy);
  * `forwarder` is the minimal undici forwarder (bench/baselines/undici-forwarder.mjs). Both run
  * on the Node that runs this script, with BENCH_BEARER_PROXY_NODE_FLAGS / BENCH_BASELINE_NODE_FLAGS.
- * Each round starts both fresh (a first), idles them `--idle` seconds (a sidecar waits for its
- * app; what a process does while idle can cost it later), warms them up at once, then measures.
+ * `--a-flags` / `--b-flags` give one side's bearer-proxy its own Node flags instead of
+ * BENCH_BEARER_PROXY_NODE_FLAGS, and NAME=VALUE words as its environment (as footprint.mjs's
+ * flag sets): the same build under two settings (`--a X --a-flags="--liftoff-only
+ * MALLOC_ARENA_MAX=2" --b X`; parseArgs takes a value that starts with - only after =).
+ * `--variant KEY` runs a with one of the bench's feature variants (lib/variants.mjs: its
+ * config, environment and request headers, checked to answer 200 before it is measured), so
+ * `--a X --variant dpop --b X` is a feature's cost; the report then adds a's CPU per request
+ * less b's (the added CPU that bench/feature-floor.mjs's floors are read against).
+ * Each round starts both fresh (which first alternates), idles them `--idle` seconds (a sidecar
+ * waits for its app; what a process does while idle can cost it later), warms them up at once,
+ * then measures.
  * Run an A/A pair (`--a X --b X`) in the same hour to know the harness's spread.
  * Needs wrk and two cores to pin to (nginx as the upstream when installed); exits 1 if either
  * side answered with errors, which would make its throughput meaningless.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { splitFlagSet } from "./footprint.mjs";
 import { startBackends } from "./lib/backends.mjs";
 import { startBearerProxy } from "./lib/bearer-proxy.mjs";
 import { startUndiciForwarder } from "./lib/competitors.mjs";
 import { runClosedLoop } from "./lib/generators.mjs";
+import { startOtlpSink } from "./lib/otlp-sink.mjs";
 import { canPin, readCpuSeconds, stopAllChildren } from "./lib/processes.mjs";
 import { spread } from "./lib/summarize.mjs";
 import { ensureTools } from "./lib/tools.mjs";
+import { ALL_VARIANTS, selectVariants, startVariant } from "./lib/variants.mjs";
 
 const FORWARDER = "forwarder";
 
@@ -42,12 +55,22 @@ const { values } = parseArgs({
     idle: { type: "string" },
     connections: { type: "string", default: "25" },
     path: { type: "string", default: "/small" },
+    variant: { type: "string" },
+    "a-flags": { type: "string" },
+    "b-flags": { type: "string" },
     smoke: { type: "boolean", default: false },
   },
 });
 if (!values.a || !values.b) {
   process.stderr.write(
     "usage: coscheduled.mjs --a PATH|forwarder --b PATH|forwarder [--rounds N] [--duration S]\n",
+  );
+  process.exit(2);
+}
+const [variant] = values.variant ? selectVariants([values.variant]) : [];
+if (values.variant && (!variant || values.a === FORWARDER)) {
+  process.stderr.write(
+    `coscheduled: --variant needs a bearer-proxy build as --a and one of ${ALL_VARIANTS.join(", ")}\n`,
   );
   process.exit(2);
 }
@@ -76,6 +99,13 @@ function ratioSummary(ratios) {
   return `${median.toFixed(3)}× (${min.toFixed(3)}–${max.toFixed(3)})`;
 }
 const label = (side) => (side === FORWARDER ? FORWARDER : resolve(side));
+/** How a side is reported: its build, then (in prose) its variant and its own Node flags. */
+const describe = (which) =>
+  [
+    `\`${label(values[which])}\``,
+    which === "a" && variant ? ` with variant \`${variant.key}\`` : "",
+    values[`${which}-flags`] !== undefined ? `, Node flags \`${values[`${which}-flags`]}\`` : "",
+  ].join("");
 
 const dir = await mkdtemp(join(tmpdir(), "bearer-proxy-cosched-"));
 const rows = [];
@@ -83,10 +113,33 @@ let failed = false;
 try {
   const backends = await startBackends({ dir, core: loadCore, nginxPath: tools.nginx.path });
   const { certs, control, upstream } = backends;
-  const start = (side, tag) =>
-    side === FORWARDER
-      ? startUndiciForwarder({ core: proxyCore, upstream, certs })
-      : startBearerProxy({ ...backends, core: proxyCore, dir, tag, cli: resolve(side) });
+  // The tracing variants' collector: one counting sink on the load core, started when asked.
+  let sink = null;
+  const otlpSink = () => {
+    sink ??= startOtlpSink({ core: loadCore });
+    return sink;
+  };
+  /** Side "a" or "b": its build (or the forwarder), its Node flags, and for a the variant. */
+  const start = async (which, tag) => {
+    const side = values[which];
+    if (side === FORWARDER) return startUndiciForwarder({ core: proxyCore, upstream, certs });
+    const flags = values[`${which}-flags`];
+    const own = flags === undefined ? undefined : splitFlagSet(flags);
+    const startProxy = (configure, ownTag, env, cli) =>
+      startBearerProxy({
+        ...backends,
+        core: proxyCore,
+        dir,
+        tag: ownTag,
+        cli: cli ?? resolve(side),
+        configure,
+        env: { ...own?.env, ...env },
+        ...(own ? { nodeFlags: own.args } : {}),
+      });
+    if (which === "b" || !variant) return startProxy(undefined, tag);
+    await mkdir(join(dir, tag));
+    return startVariant({ variant, dir: join(dir, tag), control, startProxy, otlpSink });
+  };
   const load = (proxy, durationS) =>
     runClosedLoop({
       tool: "wrk",
@@ -100,8 +153,8 @@ try {
     });
   for (let round = 1; round <= settings.rounds; round++) {
     // Which starts first alternates: the first is 150–250 ms older when the load begins.
-    const startA = () => start(values.a, `-a${round}`);
-    const startB = () => start(values.b, `-b${round}`);
+    const startA = () => start("a", `-a${round}`);
+    const startB = () => start("b", `-b${round}`);
     const [a, b] =
       round % 2 === 1
         ? [await startA(), await startB()]
@@ -137,6 +190,7 @@ try {
     );
   }
   await control.close();
+  await (await sink)?.close();
 } finally {
   await stopAllChildren();
   await rm(dir, { recursive: true, force: true });
@@ -145,8 +199,8 @@ try {
 const throughputs = rows.map((r) => r.throughput);
 const cpus = rows.map((r) => r.cpu);
 console.log(`## Two proxies at once: a ÷ b\n`);
-console.log(`a: \`${label(values.a)}\``);
-console.log(`b: \`${label(values.b)}\``);
+console.log(`a: ${describe("a")}`);
+console.log(`b: ${describe("b")}`);
 console.log(
   `\nNode ${process.version}; both on core ${proxyCore}, one wrk -c${settings.connections} each on core ${loadCore}, ` +
     `GET ${values.path}; per round: start both, ${settings.idleS} s idle, ${settings.warmupS} s warm-up, ${settings.durationS} s measured.\n`,
@@ -164,6 +218,13 @@ console.log(
   `\n**throughput a ÷ b ${ratioSummary(throughputs)}**, ` +
     `CPU per request a ÷ b ${ratioSummary(cpus)}, median of ${rows.length} round(s).`,
 );
+if (variant) {
+  const added = spread(rows.map((r) => r.usA - r.usB));
+  console.log(
+    `\nCPU per request added by \`${variant.key}\` (a − b): ${added.median.toFixed(1)} µs ` +
+      `(${added.min.toFixed(1)}–${added.max.toFixed(1)}) on b's ${spread(rows.map((r) => r.usB)).median.toFixed(1)} µs.`,
+  );
+}
 if (failed) {
   console.log(
     "\nFAIL: a side answered with errors (or served nothing): its throughput means nothing.",

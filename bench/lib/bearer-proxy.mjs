@@ -110,6 +110,8 @@ export async function startBearerProxy({
   env = {},
   /** The build's cli.js (the A/A variant may run another build: BENCH_AA_CLI). */
   cli = CLI,
+  /** Node flags for this process (coscheduled.mjs's --a-flags / --b-flags). */
+  nodeFlags = NODE_FLAGS,
 }) {
   const [listenPort, adminPort] = [await findFreePort(), await findFreePort()];
   const configFile = join(dir, `bearer-proxy${tag}.yaml`);
@@ -133,7 +135,7 @@ export async function startBearerProxy({
   const child = spawnPinned(
     core,
     process.execPath,
-    [...NODE_FLAGS, cli, "run", "--config", configFile],
+    [...nodeFlags, cli, "run", "--config", configFile],
     {
       cwd: REPO_DIR,
       env: { ...process.env, ...env },
