@@ -110,4 +110,5 @@ async function main() {
   }
 }
 
-await main();
+// Run as a script; bench/peak-probe.mjs imports rssByMapping only.
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await main();
