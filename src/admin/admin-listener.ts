@@ -38,6 +38,20 @@ const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 /** How long `close` lets admin requests in flight finish when the caller gives no bound. */
 const DEFAULT_CLOSE_TIMEOUT_MS = 5_000;
 
+/**
+ * A whole admin request (headers and body) must arrive within this, or its connection is cut
+ * (Node's default is 300 s). Admin requests are a probe, a scrape or a click: tiny, and answered
+ * at once.
+ */
+const REQUEST_TIMEOUT_MS = 30_000;
+
+/**
+ * How often Node checks those deadlines: its default (30 s) would let them run 30 s late. Not
+ * every second as the proxy listener does: the check is a timer that wakes an idle process, and
+ * an admin socket cut up to 5 s late costs nothing.
+ */
+const TIMEOUT_CHECK_INTERVAL_MS = 5_000;
+
 export type BuildAdminFastify = (
   deps: AdminServerDeps,
   probes: AdminProbes,
@@ -135,8 +149,20 @@ export function createAdminListener(
     writeError(res, "internal_error", "admin endpoint failed", closing);
   }
 
-  const server = createServer(handle);
-  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  // A client that opens a connection and never finishes its request must not hold an admin
+  // socket for Node's default minutes: the same header deadline as the proxy listener
+  // (`limits.headersTimeout`, as at start), and a bound on the whole request.
+  const { headersTimeoutMs } = deps.config.limits;
+  const server = createServer(
+    {
+      headersTimeout: headersTimeoutMs,
+      // Node refuses a request deadline shorter than the header deadline.
+      requestTimeout: Math.max(REQUEST_TIMEOUT_MS, headersTimeoutMs),
+      connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    },
+    handle,
+  );
 
   return {
     server,

@@ -6,6 +6,7 @@
  * fastify; concurrent first requests build it once; a failed build is a logged 500 in the error
  * contract, and the next request tries again.
  */
+import { connect } from "node:net";
 import { Gauge } from "prom-client";
 import { Agent, request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
@@ -282,6 +283,39 @@ describe("the admin listener: probes without fastify, the rest by fastify built 
     expect(routed.statusCode).toBe(500);
     expect(failed.body).toBe(routed.body);
     expect(admin.logLines.join("")).toContain("collector broke");
+  });
+
+  it("a client that never finishes its headers is answered 408 and cut at limits.headersTimeout, not held for Node's default minute", async () => {
+    admin = buildTestAdmin({ processMetrics: false });
+    const { config } = admin.deps;
+    const headersTimeoutMs = 300;
+    listener = createAdminListener({
+      ...admin.deps,
+      config: { ...config, limits: { ...config.limits, headersTimeoutMs } },
+    });
+    const { port } = await listener.listen({ host: "127.0.0.1", port: 0 });
+    const socket = connect(port, "127.0.0.1");
+    let received = "";
+    socket.setEncoding("utf8").on("data", (chunk: string) => {
+      received += chunk;
+    });
+    await new Promise<void>((resolve) => socket.once("connect", resolve));
+    const startedMs = performance.now();
+    // A request line and one header, and never the empty line that ends them.
+    socket.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    const closed = await new Promise<boolean>((resolve) => {
+      // The deadline, plus the listener's 5 s check interval, plus a loaded machine's slack.
+      const timer = setTimeout(() => resolve(false), 12_000);
+      socket.once("close", () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    socket.destroy();
+    // Node's defaults (a 60 s header deadline checked every 30 s) keep it open past 12 s.
+    expect(closed).toBe(true);
+    expect(received).toMatch(/^HTTP\/1\.1 408 /);
+    expect(performance.now() - startedMs).toBeGreaterThanOrEqual(headersTimeoutMs - 50);
   });
 
   it("close ends idle keep-alive connections at once and lets one in flight finish with Connection: close", async () => {
