@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
@@ -73,12 +74,32 @@ describe("bearer-proxy demo", () => {
       scripts: expect.arrayContaining([expect.objectContaining({ id: "script-1" })]),
     });
 
+    // An upload in flight, its body half sent: the demo's shutdown (no drain delay) waits for
+    // it, so the second signal below lands while the first one's shutdown is still running —
+    // as npm's copy does. Without it the demo stops in ~6 ms and exits ~15 ms later, and a
+    // second signal delayed into that window (a loaded machine stretches a 5 ms sleep) meets
+    // the default disposition Node restores while it exits: death by SIGINT.
+    const upload = connect(Number(proxyPort), "127.0.0.1");
+    let uploadAnswer = "";
+    upload.setEncoding("utf8").on("data", (chunk: string) => {
+      uploadAnswer += chunk;
+    });
+    await new Promise<void>((resolve) => upload.once("connect", resolve));
+    upload.write(
+      `POST /echo/anything HTTP/1.1\r\nHost: 127.0.0.1:${proxyPort}\r\nContent-Length: 10\r\nConnection: close\r\n\r\n01234`,
+    );
+    await sleep(50);
+
     // Ctrl-C in a terminal under npm start: SIGINT from the terminal, and again from npm.
     const stopAtMs = performance.now();
     proc.child.kill("SIGINT");
     await sleep(5);
     proc.child.kill("SIGINT");
+    // The first signal's shutdown is under way: the proxy has begun draining.
+    await proc.waitForOutput(/shutting down: readiness now fails/);
+    upload.write("56789");
     const { code, signal, atMs } = await proc.exited;
+    expect(uploadAnswer, proc.output().slice(-3000)).toMatch(/^HTTP\/1\.1 200 /);
     expect({ code, signal }).toEqual({ code: 0, signal: null });
     expect(proc.output()).not.toContain("second signal");
     expect(proc.output()).toContain('"msg":"stopped"');
