@@ -4,7 +4,14 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { REPO_ROOT, useBusyPort, useCliProcesses, waitUntilReady } from "./helpers.js";
+import {
+  httpCall,
+  pollUntil,
+  REPO_ROOT,
+  useBusyPort,
+  useCliProcesses,
+  waitUntilReady,
+} from "./helpers.js";
 
 /** The Quickstart's curl lines (the README shows the default ports 8080 and 9901). */
 function readmeCurlLines(): string[] {
@@ -88,7 +95,15 @@ describe("bearer-proxy demo", () => {
     upload.write(
       `POST /echo/anything HTTP/1.1\r\nHost: 127.0.0.1:${proxyPort}\r\nContent-Length: 10\r\nConnection: close\r\n\r\n01234`,
     );
-    await sleep(50);
+    // In flight once the proxy has read its headers (before, shutdown would close it as idle).
+    await pollUntil(
+      async () =>
+        /^bearer_proxy_requests_in_flight\{[^}]*\} 1$/m.test(
+          (await httpCall(`${adminUrl}/metrics`)).body,
+        ),
+      5_000,
+      "the upload in flight",
+    );
 
     // Ctrl-C in a terminal under npm start: SIGINT from the terminal, and again from npm.
     const stopAtMs = performance.now();
