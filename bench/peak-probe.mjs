@@ -103,9 +103,12 @@ try {
     const sampler = (async () => {
       for (let tick = 0; sampling; tick++) {
         const rssMiB = readRssBytes([child.pid]) / MIB;
-        if (rssMiB > peak.rssMiB) peak = { rssMiB, at: since(), by: await rssByMapping(child.pid) };
-        if (tick % 5 === 0) {
-          const by = await rssByMapping(child.pid);
+        const newPeak = rssMiB > peak.rssMiB;
+        const inSeries = tick % 5 === 0;
+        // One read of smaps serves both: the peak's split and the series point.
+        const by = newPeak || inSeries ? await rssByMapping(child.pid) : undefined;
+        if (newPeak) peak = { rssMiB, at: since(), by };
+        if (inSeries) {
           series.push(
             `${since()} s ${rssMiB.toFixed(0)} (heap ${by.mallocHeap.toFixed(0)}, anon ${by.anonymous.toFixed(0)}, ${socketCount(child.pid)} sockets)`,
           );
