@@ -47,6 +47,27 @@ function buildSampler(settings: TracingSettings): Sampler {
   }
 }
 
+/** Sampled always: every 32-bit sampling key is below it. */
+const ALWAYS = 0x1_0000_0000;
+
+/**
+ * A request without a parent is sampled when its trace id's sampling key (tracing-ids.ts) is
+ * below this bound: what `buildSampler`'s sampler answers for a root, as a number. The ratio is
+ * the SDK's TraceIdRatioBasedSampler's own bound (its constructor; a test holds the two equal).
+ */
+function rootSamplingBound(settings: TracingSettings): number {
+  switch (settings.sampler) {
+    case "always_off":
+    case "parentbased_always_off":
+      return 0;
+    case "traceidratio":
+    case "parentbased_traceidratio":
+      return settings.samplerRatio >= 1 ? ALWAYS : Math.floor(settings.samplerRatio * 0xffffffff);
+    default:
+      return ALWAYS;
+  }
+}
+
 async function buildExporter(settings: TracingSettings): Promise<SpanExporter> {
   const { OTLPTraceExporter } =
     settings.protocol === "http/json"
@@ -200,6 +221,11 @@ export interface TracerProviderParts {
    * on both.
    */
   sampler: Sampler;
+  /**
+   * The sampler's answer for a request without a parent, as a bound on its sampling key
+   * (`rootSamplingBound`): tracing-sdk.ts decides a root request without asking the sampler.
+   */
+  rootBound: number;
 }
 
 /**
@@ -245,5 +271,5 @@ export async function createTracerProvider(
     },
     "tracing on: exporting spans over OTLP",
   );
-  return { provider, sampler, resource, processor };
+  return { provider, sampler, rootBound: rootSamplingBound(settings), resource, processor };
 }

@@ -3,8 +3,10 @@
  * tracing-provider.ts, the only files that import OpenTelemetry): the spans of a request's
  * walk, on a provider configured from the env object the app was given.
  *
- * A request's sampling is decided first (its ids drawn from tracing-ids.ts' pool, the
- * provider's sampler asked): one left out costs its ids and nothing else (UnrecordedServerSpan);
+ * A request's sampling is decided first, its ids drawn from tracing-ids.ts' pool: one without a
+ * parent (most) by its trace id's sampling key against the sampler's root bound, one that
+ * continues a client's trace by the provider's sampler. One left out costs its ids and nothing
+ * else (UnrecordedServerSpan), and its exchange no span layer (`recorded`);
  * one recorded gets its SERVER and CLIENT spans from tracing-span.ts, which end in the
  * provider's processor like the SDK's own. Only the token spans (rare) are started by the SDK's
  * tracer.
@@ -61,7 +63,7 @@ import type {
   TracedRequest,
   Tracing,
 } from "./tracing.js";
-import { newSpanId, newTraceId } from "./tracing-ids.js";
+import { drawRootIds, newSpanId, newTraceId } from "./tracing-ids.js";
 import { createTracerProvider } from "./tracing-provider.js";
 import { readTracingSettings, type TracingEnv } from "./tracing-settings.js";
 import { RecordedSpan, type SpanSink } from "./tracing-span.js";
@@ -181,6 +183,7 @@ class SdkClientSpan implements ClientSpan {
 
 /** A recorded request. */
 class SdkServerSpan implements ServerSpan {
+  readonly recorded = true;
   readonly traceId: string;
   readonly spanId: string;
   private context: Context | undefined;
@@ -189,6 +192,8 @@ class SdkServerSpan implements ServerSpan {
     private readonly tracing: SdkTracing,
     readonly span: RecordedSpan,
     private readonly parent: Context,
+    /** The first attempt's span id, when drawn with the request's (drawRootIds). */
+    private attemptSpanId: string | undefined,
   ) {
     const spanContext = span.spanContext();
     this.traceId = spanContext.traceId;
@@ -199,6 +204,13 @@ class SdkServerSpan implements ServerSpan {
   childContext(): Context {
     this.context ??= trace.setSpan(this.parent, trace.wrapSpanContext(this.span.spanContext()));
     return this.context;
+  }
+
+  /** A span id for the next attempt: the one drawn with the request's first, then fresh ones. */
+  nextAttemptSpanId(): string {
+    const spanId = this.attemptSpanId ?? newSpanId();
+    this.attemptSpanId = undefined;
+    return spanId;
   }
 
   setUpstream(name: string): void {
@@ -243,6 +255,7 @@ class SdkServerSpan implements ServerSpan {
  * `traceparent` that `startClientSpan` draws.
  */
 class UnrecordedServerSpan implements ServerSpan, ClientSpan {
+  readonly recorded = false;
   private attemptTraceparent: string | undefined;
   private context: Context | undefined;
 
@@ -252,6 +265,8 @@ class UnrecordedServerSpan implements ServerSpan, ClientSpan {
     readonly spanId: string,
     private readonly traceState: TraceState | undefined,
     private readonly parent: Context,
+    /** The first attempt's span id, when drawn with the request's (drawRootIds). */
+    private attemptSpanId: string | undefined,
   ) {}
 
   /** For the token spans (rare: a request that waits for a token), as the SDK would parent them. */
@@ -273,7 +288,9 @@ class UnrecordedServerSpan implements ServerSpan, ClientSpan {
   setPath(): void {}
 
   startClientSpan(): ClientSpan {
-    this.attemptTraceparent = traceparentOf(this.traceId, newSpanId(), TraceFlags.NONE);
+    const spanId = this.attemptSpanId ?? newSpanId();
+    this.attemptSpanId = undefined;
+    this.attemptTraceparent = traceparentOf(this.traceId, spanId, TraceFlags.NONE);
     return this;
   }
 
@@ -300,20 +317,39 @@ class SdkTracing implements Tracing {
     readonly tracer: Tracer,
     private readonly provider: BasicTracerProvider,
     private readonly sampler: Sampler,
+    /** A root request is sampled when its sampling key is below this (TracerProviderParts). */
+    private readonly rootBound: number,
     private readonly sink: SpanSink,
     private readonly log: Logger,
   ) {}
 
   /**
-   * The sampler is asked first, with ids drawn here; a request it leaves out costs its ids and
+   * Sampling is decided first, with ids drawn here; a request left out costs its ids and
    * nothing else, a recorded one gets a RecordedSpan under those ids.
    */
   startServerSpan(req: TracedRequest): ServerSpan {
-    // No traceparent, nothing to continue: the W3C propagator would return the root as is.
-    const parent =
-      req.headers.traceparent === undefined
-        ? ROOT_CONTEXT
-        : propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
+    // No traceparent, nothing to continue (the W3C propagator would return the root as is):
+    // the sampler's answer for a root is its bound on the trace id's key.
+    if (req.headers.traceparent === undefined) {
+      const ids = drawRootIds();
+      if (ids.samplingKey >= this.rootBound) {
+        return new UnrecordedServerSpan(
+          this,
+          ids.traceId,
+          ids.spanId,
+          undefined,
+          ROOT_CONTEXT,
+          ids.attemptSpanId,
+        );
+      }
+      const context: SpanContext = {
+        traceId: ids.traceId,
+        spanId: ids.spanId,
+        traceFlags: TraceFlags.SAMPLED,
+      };
+      return this.recordedServerSpan(req, context, undefined, undefined, ids.attemptSpanId);
+    }
+    const parent = propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
     const parentSpan = trace.getSpanContext(parent);
     const continued = parentSpan !== undefined && trace.isSpanContextValid(parentSpan);
     const traceId = continued ? parentSpan.traceId : newTraceId();
@@ -329,12 +365,8 @@ class SdkTracing implements Tracing {
     );
     const traceState = sampling.traceState ?? (continued ? parentSpan.traceState : undefined);
     if (sampling.decision === SamplingDecision.NOT_RECORD) {
-      return new UnrecordedServerSpan(this, traceId, spanId, traceState, parent);
+      return new UnrecordedServerSpan(this, traceId, spanId, traceState, parent, undefined);
     }
-    const attributes: Attributes = { [ATTR_URL_SCHEME]: "http" };
-    const name = methodAttributes(attributes, method);
-    if (req.httpVersion !== undefined) attributes[ATTR_NETWORK_PROTOCOL_VERSION] = req.httpVersion;
-    if (sampling.attributes !== undefined) Object.assign(attributes, sampling.attributes);
     const context: SpanContext = {
       traceId,
       spanId,
@@ -344,15 +376,38 @@ class SdkTracing implements Tracing {
           : TraceFlags.NONE,
       traceState,
     };
+    return this.recordedServerSpan(
+      req,
+      context,
+      continued ? parentSpan : undefined,
+      sampling.attributes,
+      undefined,
+      parent,
+    );
+  }
+
+  /** A recorded request's SERVER span, under the ids and flags sampling decided on. */
+  private recordedServerSpan(
+    req: TracedRequest,
+    context: SpanContext,
+    parentSpan: SpanContext | undefined,
+    samplingAttributes: Attributes | undefined,
+    attemptSpanId: string | undefined,
+    parent: Context = ROOT_CONTEXT,
+  ): SdkServerSpan {
+    const attributes: Attributes = { [ATTR_URL_SCHEME]: "http" };
+    const name = methodAttributes(attributes, req.method ?? "GET");
+    if (req.httpVersion !== undefined) attributes[ATTR_NETWORK_PROTOCOL_VERSION] = req.httpVersion;
+    if (samplingAttributes !== undefined) Object.assign(attributes, samplingAttributes);
     const span = new RecordedSpan(
       this.sink,
       name,
       SpanKind.SERVER,
       context,
-      continued ? parentSpan : undefined,
+      parentSpan,
       attributes,
     );
-    return new SdkServerSpan(this, span, parent);
+    return new SdkServerSpan(this, span, parent, attemptSpanId);
   }
 
   /**
@@ -380,7 +435,7 @@ class SdkTracing implements Tracing {
     const parent = server.span.spanContext();
     const context: SpanContext = {
       traceId: parent.traceId,
-      spanId: newSpanId(),
+      spanId: server.nextAttemptSpanId(),
       traceFlags: parent.traceFlags,
       traceState: parent.traceState,
     };
@@ -462,7 +517,7 @@ class SdkTracing implements Tracing {
 export async function createSdkTracing(options: SdkTracingOptions): Promise<Tracing> {
   const { logger } = options;
   const settings = readTracingSettings(options.env, (message) => logger.warn(message));
-  const { provider, sampler, resource, processor } = await createTracerProvider(
+  const { provider, sampler, rootBound, resource, processor } = await createTracerProvider(
     settings,
     logger,
     options.serviceVersion,
@@ -475,5 +530,12 @@ export async function createSdkTracing(options: SdkTracingOptions): Promise<Trac
     name: SCOPE_NAME,
     version: options.serviceVersion,
   };
-  return new SdkTracing(tracer, provider, sampler, { resource, scope, processor }, logger);
+  return new SdkTracing(
+    tracer,
+    provider,
+    sampler,
+    rootBound,
+    { resource, scope, processor },
+    logger,
+  );
 }

@@ -57,6 +57,11 @@ export interface ClientSpan {
 
 /** The request as a whole. */
 export interface ServerSpan {
+  /**
+   * False when the request is not recorded (tracing off, or the sampler left it out): its
+   * attempts then only need their `traceparent` written, not a span layer of their own.
+   */
+  readonly recorded: boolean;
   /** Hex ids for the access line; empty strings when tracing is off. */
   readonly traceId: string;
   readonly spanId: string;
@@ -119,6 +124,7 @@ const NOOP_CLIENT_SPAN: ClientSpan = Object.freeze({
 });
 
 const NOOP_SERVER_SPAN: ServerSpan = Object.freeze({
+  recorded: false,
   traceId: "",
   spanId: "",
   setUpstream() {},

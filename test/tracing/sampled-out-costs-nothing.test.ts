@@ -2,9 +2,18 @@
  * Issue #33: a request the sampler leaves out must cost next to nothing, since production runs
  * at 10 % or less. The SDK is not asked to start a span for it (the sampler is asked directly,
  * with ids drawn first), yet what it propagates is what the SDK's non-recording spans sent;
- * and a recorded request is exported under exactly the ids the sampler was asked about.
+ * and a recorded request is exported under exactly the ids the sampler was asked about. A
+ * request without a parent is decided from its trace id's bytes, without asking the sampler:
+ * always the answer the SDK's sampler gives for that trace id.
  */
-import { SamplingDecision, TraceIdRatioBasedSampler } from "@opentelemetry/sdk-trace-base";
+import { ROOT_CONTEXT } from "@opentelemetry/api";
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  type Sampler,
+  SamplingDecision,
+  TraceIdRatioBasedSampler,
+} from "@opentelemetry/sdk-trace-base";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Tracing } from "../../src/observability/tracing.js";
 import {
@@ -88,6 +97,51 @@ describe("a sampled-out request", () => {
     server.end(200);
     expect(await fx.flushed()).toEqual([]);
   });
+});
+
+describe("a request without a parent", () => {
+  let fx: TracingFixture | undefined;
+  afterEach(async () => {
+    await fx?.close();
+    fx = undefined;
+  });
+
+  const cases: [string, string | undefined, Sampler][] = [
+    ["parentbased_always_on", undefined, new AlwaysOnSampler()],
+    ["always_on", undefined, new AlwaysOnSampler()],
+    ["always_off", undefined, new AlwaysOffSampler()],
+    ["parentbased_always_off", undefined, new AlwaysOffSampler()],
+    ["traceidratio", "0.1", new TraceIdRatioBasedSampler(0.1)],
+    ["parentbased_traceidratio", "0.1", new TraceIdRatioBasedSampler(0.1)],
+    ["parentbased_traceidratio", "0.9", new TraceIdRatioBasedSampler(0.9)],
+    ["parentbased_traceidratio", "0.0001", new TraceIdRatioBasedSampler(0.0001)],
+    ["parentbased_traceidratio", "1", new TraceIdRatioBasedSampler(1)],
+    ["traceidratio", "0", new TraceIdRatioBasedSampler(0)],
+  ];
+
+  it.each(cases)(
+    "%s %s: recorded exactly when the SDK's sampler samples its trace id",
+    async (name, arg, reference) => {
+      fx = await startTracingFixture("http/protobuf", {
+        OTEL_TRACES_SAMPLER: name,
+        ...(arg === undefined ? {} : { OTEL_TRACES_SAMPLER_ARG: arg }),
+      });
+      const startSpan = vi.spyOn(sdkTracer(fx.tracing), "startSpan");
+      let recorded = 0;
+      for (let i = 0; i < 3000; i++) {
+        const server = fx.tracing.startServerSpan({ headers: {}, method: "GET" });
+        const expected = reference.shouldSample(ROOT_CONTEXT, server.traceId, "GET", 1, {}, []);
+        expect(server.recorded).toBe(expected.decision === SamplingDecision.RECORD_AND_SAMPLED);
+        if (server.recorded) recorded++;
+        server.end(200);
+      }
+      const ratio = arg === undefined ? (name.endsWith("always_off") ? 0 : 1) : Number(arg);
+      // 3,000 draws: within 5 standard deviations of the ratio (exact at 0 and 1).
+      const spread = 5 * Math.sqrt(3000 * ratio * (1 - ratio));
+      expect(Math.abs(recorded - 3000 * ratio)).toBeLessThanOrEqual(spread);
+      expect(startSpan).not.toHaveBeenCalled();
+    },
+  );
 });
 
 describe("a sampled request", () => {

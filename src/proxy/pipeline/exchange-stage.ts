@@ -1,11 +1,12 @@
 /**
  * Exchange: the request goes upstream, with the layers its upstream and body call for (see
- * exchange/exchange.ts): spans only when tracing is on, the pacing layer only with pacing, the
+ * exchange/exchange.ts): a span layer only for a recorded request (one the sampler left out
+ * only has its `traceparent` written per attempt), the pacing layer only with pacing, the
  * token replay only for a body that can be sent again (or a DPoP token, whose nonces it keeps).
  * A plain request's exchange ends in the relayed answer; an upgrade's may end in a 101 handed to
  * its tunnel (`onSwitchingProtocols`), any other answer relayed as a plain one.
  *
- * With no spans, no pacing and no DPoP, the retry and token-replay layers wait until an attempt
+ * With no recorded span, no pacing and no DPoP, the retry and token-replay layers wait until an attempt
  * needs them (exchange.ts `headFor`): a successful exchange then costs two objects, the exchange
  * and its relay, instead of four.
  */
@@ -36,10 +37,13 @@ export class ExchangeStage implements Stage, RecoveryLayers {
     const relay = new ResponseRelay(exchange, this.limits, this.onSwitchingProtocols?.(request));
     const pacingConfig = exchange.route.pacing;
     const dpop = request.slots.dpopIndex >= 0;
-    if (!this.tracing && pacingConfig === undefined && !dpop) {
+    // A request the sampler left out records nothing: its span layer only writes each
+    // attempt's `traceparent` (beginAttempt), so it stays out of the callbacks' path.
+    const recorded = this.tracing && request.span.recorded;
+    if (!recorded && pacingConfig === undefined && !dpop) {
       exchange.start({
         head: relay,
-        span: undefined,
+        span: this.tracing ? this.spanLayer(relay, request, exchange) : undefined,
         pacing: undefined,
         retry: undefined,
         relay,
@@ -53,11 +57,13 @@ export class ExchangeStage implements Stage, RecoveryLayers {
     const pacing =
       pacingConfig === undefined ? undefined : new PacingLayer(head, pacingConfig, exchange);
     if (pacing !== undefined) head = pacing;
-    const span = this.tracing
-      ? new SpanLayer(head, request.span, exchange.route, request.method, request.upstreamPath)
-      : undefined;
-    if (span !== undefined) head = span;
+    const span = this.tracing ? this.spanLayer(head, request, exchange) : undefined;
+    if (recorded && span !== undefined) head = span;
     exchange.start({ head, span, pacing, retry: recoveries.retry, relay, recoveries: undefined });
+  }
+
+  private spanLayer(next: AttemptHandler, request: ProxiedRequest, exchange: Exchange): SpanLayer {
+    return new SpanLayer(next, request.span, exchange.route, request.method, request.upstreamPath);
   }
 
   /** Retry around `inner`, and token replay around that for a body that can be sent again. */

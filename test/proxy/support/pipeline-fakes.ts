@@ -539,6 +539,8 @@ export class RecordingClientSpan implements ClientSpan {
 }
 
 export class RecordingServerSpan implements ServerSpan {
+  /** Recorded unless a test says not (a request the sampler left out). */
+  recorded = true;
   readonly traceId = "a".repeat(32);
   readonly spanId = "b".repeat(16);
   upstream: string | undefined;
@@ -589,8 +591,12 @@ export class RecordingTracing implements Tracing {
   readonly enabled = true;
   readonly servers: RecordingServerSpan[] = [];
 
+  /** `recorded`: false plays a sampler that leaves every request out. */
+  constructor(private readonly recorded = true) {}
+
   startServerSpan(_req: TracedRequest): RecordingServerSpan {
     const span = new RecordingServerSpan();
+    span.recorded = this.recorded;
     this.servers.push(span);
     return span;
   }
