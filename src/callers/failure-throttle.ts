@@ -2,7 +2,8 @@
  * Slows repeated authentication failures from one peer address, so the proxy is no fast oracle
  * for guessing passwords and no guesser can spend the gateway's CPU on bcrypt. After
  * `maxFailures` failures within `windowMs` the address is refused for `blockMs` without any
- * verification.
+ * verification. An IPv6 address counts with its whole /64 (peer-address.ts `throttleKey`): one
+ * host commonly holds that many addresses.
  *
  * A verification counts as a failure from the moment it starts (`begin`) until it ends: a
  * success gives it back. Counting only finished failures let a parallel burst start a hundred
@@ -19,7 +20,7 @@
  * more than one process answers.
  */
 import { LRUCache } from "lru-cache";
-import { unmapIpv4 } from "../base/peer-address.js";
+import { throttleKey } from "../base/peer-address.js";
 
 /** A block in force. */
 export interface AddressBlock {
@@ -140,10 +141,10 @@ export function createFailureThrottle(options: FailureThrottleOptions = {}): Fai
   return {
     // Asked on every request with a credential: with no address blocked (the usual state) the
     // answer needs neither the clock nor the address's key.
-    blockOf: (address) => (blocks.size === 0 ? undefined : blockOfKey(unmapIpv4(address), now())),
-    blockedFor: (address) => blockOfKey(unmapIpv4(address), now())?.retryAfterSeconds ?? 0,
+    blockOf: (address) => (blocks.size === 0 ? undefined : blockOfKey(throttleKey(address), now())),
+    blockedFor: (address) => blockOfKey(throttleKey(address), now())?.retryAfterSeconds ?? 0,
     begin(address) {
-      const key = unmapIpv4(address);
+      const key = throttleKey(address);
       const at = now();
       const blocked = blockOfKey(key, at);
       if (blocked) return { admitted: false, retryAfterSeconds: blocked.retryAfterSeconds };
@@ -166,7 +167,7 @@ export function createFailureThrottle(options: FailureThrottleOptions = {}): Fai
         },
       };
     },
-    recordFailure: (address) => recordFailureOf(unmapIpv4(address)),
+    recordFailure: (address) => recordFailureOf(throttleKey(address)),
     blockedCount() {
       const at = now();
       for (const [address, untilMs] of blocks) {

@@ -63,6 +63,20 @@ describe("failure throttle", () => {
     expect(throttle.blockedFor("::ffff:10.0.0.1")).toBe(60);
   });
 
+  it("counts an IPv6 peer with its whole /64: a fresh address per guess does not escape the block", () => {
+    const throttle = createFailureThrottle({ maxFailures: 3, now: () => 0 });
+    throttle.recordFailure("2001:db8:1:2::a");
+    throttle.recordFailure("2001:db8:1:2::b");
+    throttle.recordFailure("2001:db8:1:2:1234:5678:9abc:def0");
+    expect(throttle.blockedFor("2001:db8:1:2::ffff")).toBe(60);
+    expect(throttle.blockOf("2001:db8:1:2:8000::1")).toBeDefined();
+    const refused = throttle.begin("2001:db8:1:2::c");
+    expect(refused.admitted).toBe(false);
+    // The neighbouring /64 is someone else.
+    expect(throttle.blockedFor("2001:db8:1:3::a")).toBe(0);
+    expect(throttle.begin("2001:db8:1:3::a").admitted).toBe(true);
+  });
+
   it("forgets partial counts of the least recently seen addresses beyond maxAddresses", () => {
     const throttle = createFailureThrottle({ maxFailures: 2, maxAddresses: 2, now: () => 0 });
     throttle.recordFailure("10.0.0.1");
