@@ -22,7 +22,7 @@ async function runGenerator(core, command, args, durationS, env) {
   const match = /^BENCH_RESULT (.*)$/m.exec(stdout);
   if (!match) {
     throw new Error(
-      `${command} produced no result (exit ${code ?? signal}): ${child.stderrText.trim().slice(-500)}`,
+      `${command} produced no result (exit ${code ?? signal}); stderr: ${JSON.stringify(child.stderrText.trim().slice(-500))}; stdout: ${JSON.stringify(stdout.trim().slice(-500))}`,
     );
   }
   return JSON.parse(match[1]);
