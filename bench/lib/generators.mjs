@@ -10,6 +10,8 @@ import { spawnPinned, waitForExit } from "./processes.mjs";
 const BENCH_DIR = fileURLToPath(new URL("..", import.meta.url));
 /** Extra time a generator gets beyond its nominal duration before it is killed. */
 const GRACE_MS = 20_000;
+/** How long a generator's stdout may stay open after it exited (nothing else holds the pipe). */
+const STDOUT_END_WAIT_MS = 5_000;
 
 async function runGenerator(core, command, args, durationS, env) {
   const child = spawnPinned(core, command, args, { env: { ...process.env, ...env } });
@@ -19,6 +21,17 @@ async function runGenerator(core, command, args, durationS, env) {
     stdout = (stdout + chunk).slice(-65536);
   });
   const { code, signal } = await waitForExit(child, durationS * 1000 + GRACE_MS);
+  // 'exit' can come before the pipe's last bytes are read (on a busy machine it did: wrk's whole
+  // output, BENCH_RESULT included, arrived after it); the result is read once stdout has ended.
+  if (!child.stdout.readableEnded) {
+    await new Promise((done) => {
+      const timer = setTimeout(done, STDOUT_END_WAIT_MS);
+      child.stdout.once("end", () => {
+        clearTimeout(timer);
+        done();
+      });
+    });
+  }
   const match = /^BENCH_RESULT (.*)$/m.exec(stdout);
   if (!match) {
     throw new Error(
