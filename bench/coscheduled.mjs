@@ -25,8 +25,12 @@
  * waits for its app; what a process does while idle can cost it later), warms them up at once,
  * then measures.
  * Run an A/A pair (`--a X --b X`) in the same hour to know the harness's spread.
- * Needs wrk and two cores to pin to (nginx as the upstream when installed); exits 1 if either
- * side answered with errors, which would make its throughput meaningless.
+ * Each round also reports how busy both cores were while measured (/proc/stat): the proxies'
+ * core should be saturated, or the load core (wrk, and the tracing variants' sink) limited the
+ * load and the ratio understates a difference; the report notes such rounds.
+ * Needs wrk and cores 0 and 1 to pin to, both in this process's affinity (nginx as the upstream
+ * when installed); exits 1 if either side answered with errors, which would make its throughput
+ * meaningless.
  */
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -38,7 +42,14 @@ import { startBearerProxy } from "./lib/bearer-proxy.mjs";
 import { startUndiciForwarder } from "./lib/competitors.mjs";
 import { runClosedLoop } from "./lib/generators.mjs";
 import { startOtlpSink } from "./lib/otlp-sink.mjs";
-import { canPin, readCpuSeconds, stopAllChildren } from "./lib/processes.mjs";
+import {
+  allowedCores,
+  canPin,
+  coreBusyShare,
+  readCoreTimes,
+  readCpuSeconds,
+  stopAllChildren,
+} from "./lib/processes.mjs";
 import { spread } from "./lib/summarize.mjs";
 import { ensureTools } from "./lib/tools.mjs";
 import { ALL_VARIANTS, selectVariants, startVariant } from "./lib/variants.mjs";
@@ -92,6 +103,21 @@ if (!tools.wrk.path || !canPin()) {
   process.exit(2);
 }
 const [proxyCore, loadCore] = [0, 1];
+const allowed = allowedCores();
+if (allowed && !(allowed.has(proxyCore) && allowed.has(loadCore))) {
+  process.stderr.write(
+    `coscheduled: needs cores ${proxyCore} and ${loadCore}; this process may use ${[...allowed].join(",")}\n`,
+  );
+  process.exit(2);
+}
+/**
+ * Below this busy share of the proxies' core in a round, the proxies were not what limited the
+ * load (wrk, or the tracing variants' sink, on the load core was): the ratio then says less.
+ */
+const MIN_PROXY_CORE_BUSY = 0.95;
+
+/** A share as a whole percentage ("97 %"; "?" when unknown). */
+const percent = (share) => (Number.isFinite(share) ? `${Math.round(share * 100)} %` : "?");
 
 /** "median× (min–max)" of the rounds' ratios. */
 function ratioSummary(ratios) {
@@ -165,7 +191,9 @@ try {
     await new Promise((done) => setTimeout(done, settings.idleS * 1000));
     await Promise.all([load(a, settings.warmupS), load(b, settings.warmupS)]);
     const cpuBefore = [readCpuSeconds(a.pids()), readCpuSeconds(b.pids())];
+    const coresBefore = readCoreTimes();
     const [ra, rb] = await Promise.all([load(a, settings.durationS), load(b, settings.durationS)]);
+    const coresAfter = readCoreTimes();
     const cpuA = readCpuSeconds(a.pids()) - cpuBefore[0];
     const cpuB = readCpuSeconds(b.pids()) - cpuBefore[1];
     await a.stop();
@@ -179,13 +207,16 @@ try {
       usA: (cpuA / ra.requests) * 1e6,
       usB: (cpuB / rb.requests) * 1e6,
       errors,
+      proxyCoreBusy: coreBusyShare(coresBefore, coresAfter, proxyCore),
+      loadCoreBusy: coreBusyShare(coresBefore, coresAfter, loadCore),
     };
     row.throughput = ra.rps / rb.rps;
     row.cpu = row.usA / row.usB;
     rows.push(row);
     console.error(
       `coscheduled: round ${round}: a ${row.rpsA.toFixed(0)} req/s ${row.usA.toFixed(1)} µs, ` +
-        `b ${row.rpsB.toFixed(0)} req/s ${row.usB.toFixed(1)} µs, a ÷ b ${row.throughput.toFixed(3)}` +
+        `b ${row.rpsB.toFixed(0)} req/s ${row.usB.toFixed(1)} µs, a ÷ b ${row.throughput.toFixed(3)}, ` +
+        `cores busy ${percent(row.proxyCoreBusy)} / ${percent(row.loadCoreBusy)}` +
         (errors ? `, ${errors} errors` : ""),
     );
   }
@@ -206,12 +237,12 @@ console.log(
     `GET ${values.path}; per round: start both, ${settings.idleS} s idle, ${settings.warmupS} s warm-up, ${settings.durationS} s measured.\n`,
 );
 console.log(
-  "| round | a req/s | b req/s | a µs CPU/request | b µs CPU/request | throughput a ÷ b | CPU/request a ÷ b |",
+  `| round | a req/s | b req/s | a µs CPU/request | b µs CPU/request | throughput a ÷ b | CPU/request a ÷ b | core ${proxyCore} / ${loadCore} busy |`,
 );
-console.log("|---:|---:|---:|---:|---:|---:|---:|");
+console.log("|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of rows) {
   console.log(
-    `| ${r.round} | ${r.rpsA.toFixed(0)} | ${r.rpsB.toFixed(0)} | ${r.usA.toFixed(1)} | ${r.usB.toFixed(1)} | ${r.throughput.toFixed(3)} | ${r.cpu.toFixed(3)} |`,
+    `| ${r.round} | ${r.rpsA.toFixed(0)} | ${r.rpsB.toFixed(0)} | ${r.usA.toFixed(1)} | ${r.usB.toFixed(1)} | ${r.throughput.toFixed(3)} | ${r.cpu.toFixed(3)} | ${percent(r.proxyCoreBusy)} / ${percent(r.loadCoreBusy)} |`,
   );
 }
 console.log(
@@ -223,6 +254,14 @@ if (variant) {
   console.log(
     `\nCPU per request added by \`${variant.key}\` (a − b): ${added.median.toFixed(1)} µs ` +
       `(${added.min.toFixed(1)}–${added.max.toFixed(1)}) on b's ${spread(rows.map((r) => r.usB)).median.toFixed(1)} µs.`,
+  );
+}
+const unsaturated = rows.filter((r) => r.proxyCoreBusy < MIN_PROXY_CORE_BUSY);
+if (unsaturated.length > 0) {
+  console.log(
+    `\nNote: core ${proxyCore} was under ${percent(MIN_PROXY_CORE_BUSY)} busy in round(s) ` +
+      `${unsaturated.map((r) => r.round).join(", ")}: the proxies were not what limited the load ` +
+      `there (the load core ${loadCore} was), so those ratios understate a difference.`,
   );
 }
 if (failed) {

@@ -164,6 +164,48 @@ export function readCpuSeconds(pids) {
   return ticks / CLOCK_TICKS_PER_SECOND;
 }
 
+/**
+ * Jiffies each core has spent, from /proc/stat: `busy` is everything but idle and iowait. Two
+ * readings apart give a core's busy share over the time between them.
+ * @returns {Map<number, {busy: number, total: number}>}
+ */
+export function readCoreTimes() {
+  const cores = new Map();
+  for (const line of readFileSync("/proc/stat", "utf8").split("\n")) {
+    const match = /^cpu(\d+) (.*)$/.exec(line);
+    if (!match) continue;
+    const fields = match[2].trim().split(/\s+/).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is inside user already)
+    const total = fields.slice(0, 8).reduce((sum, value) => sum + value, 0);
+    cores.set(Number(match[1]), { busy: total - fields[3] - fields[4], total });
+  }
+  return cores;
+}
+
+/** The busy share of `core` between two readCoreTimes() readings (NaN if it is not listed). */
+export function coreBusyShare(before, after, core) {
+  const a = before.get(core);
+  const b = after.get(core);
+  if (!a || !b || b.total === a.total) return Number.NaN;
+  return (b.busy - a.busy) / (b.total - a.total);
+}
+
+/** The cores this process may run on (its affinity), or undefined where taskset cannot tell. */
+export function allowedCores() {
+  try {
+    const text = execFileSync("taskset", ["-pc", String(process.pid)], { encoding: "utf8" });
+    const list = text.slice(text.lastIndexOf(":") + 1).trim();
+    const cores = new Set();
+    for (const part of list.split(",")) {
+      const [from, to = from] = part.split("-").map(Number);
+      for (let core = from; core <= to; core++) cores.add(core);
+    }
+    return cores;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Current resident set size of `pids` together, in bytes. */
 export function readRssBytes(pids) {
   let kib = 0;
