@@ -21,8 +21,10 @@ async function runGenerator(core, command, args, durationS, env) {
     stdout = (stdout + chunk).slice(-65536);
   });
   const { code, signal } = await waitForExit(child, durationS * 1000 + GRACE_MS);
-  // 'exit' can come before the pipe's last bytes are read (on a busy machine it did: wrk's whole
-  // output, BENCH_RESULT included, arrived after it); the result is read once stdout has ended.
+  // 'exit' can come before the pipe's last bytes are read, and wrk's output reaches the pipe
+  // only as it exits (block-buffered): four runs on a busy machine saw both streams empty at
+  // 'exit' (the likeliest reading; not reproduced on demand). So the result is read once stdout
+  // has ended.
   if (!child.stdout.readableEnded) {
     await new Promise((done) => {
       const timer = setTimeout(done, STDOUT_END_WAIT_MS);

@@ -198,6 +198,8 @@ export function allowedCores() {
     const cores = new Set();
     for (const part of list.split(",")) {
       const [from, to = from] = part.split("-").map(Number);
+      // A list this does not parse says nothing: no refusal on its account.
+      if (!Number.isInteger(from) || !Number.isInteger(to)) return undefined;
       for (let core = from; core <= to; core++) cores.add(core);
     }
     return cores;

@@ -6,9 +6,9 @@
  * A plain request's exchange ends in the relayed answer; an upgrade's may end in a 101 handed to
  * its tunnel (`onSwitchingProtocols`), any other answer relayed as a plain one.
  *
- * With no recorded span, no pacing and no DPoP, the retry and token-replay layers wait until an attempt
- * needs them (exchange.ts `headFor`): a successful exchange then costs two objects, the exchange
- * and its relay, instead of four.
+ * With no recorded span, no pacing and no DPoP, the retry and token-replay layers wait until an
+ * attempt needs them (exchange.ts `headFor`): a successful exchange then costs two objects, the
+ * exchange and its relay (and a request left out by the sampler its span layer), instead of four.
  */
 import type { LimitsConfig } from "../../config/proxy-config.js";
 import { Exchange, type RecoveryLayers } from "../exchange/exchange.js";
