@@ -6,7 +6,7 @@
  * A request's sampling is decided first, its ids drawn from tracing-ids.ts' pool: one without a
  * parent (most) by its trace id's sampling key against the sampler's root bound, one that
  * continues a client's trace by the provider's sampler. One left out costs its ids and nothing
- * else (UnrecordedServerSpan), and its exchange no span layer (`recorded`);
+ * else (UnrecordedServerSpan): its attempts get a `traceparent` and no span (`recorded`);
  * one recorded gets its SERVER and CLIENT spans from tracing-span.ts, which end in the
  * provider's processor like the SDK's own. Only the token spans (rare) are started by the SDK's
  * tracer.

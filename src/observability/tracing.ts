@@ -59,7 +59,7 @@ export interface ClientSpan {
 export interface ServerSpan {
   /**
    * False when the request is not recorded (tracing off, or the sampler left it out): its
-   * attempts then only need their `traceparent` written, not a span layer of their own.
+   * attempts then only need their `traceparent` written, no CLIENT span of their own.
    */
   readonly recorded: boolean;
   /** Hex ids for the access line; empty strings when tracing is off. */

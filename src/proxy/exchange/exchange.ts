@@ -3,14 +3,14 @@
  * each dispatched with undici's handler API and its response passed through the layers to the
  * client — outermost first:
  *
- *   exchange (this file: attempts, queue deadline, hang-up)
- *   → span-layer       a CLIENT span per attempt, `traceparent` upstream   (tracing on)
+ *   exchange (this file: attempts, queue deadline, hang-up; each attempt's CLIENT span and
+ *             `traceparent` through attempt-spans.ts when tracing is on)
  *   → pacing-layer     Retry-After pauses the pacer; resends wait a turn   (rateLimit/retry)
  *   → token-replay     401: new token, one replay; DPoP nonce: one retry   (replayable body)
  *   → retry-layer      resets, refused connections, 502–504 when safe
  *   → sink             the client's answer: response-relay.ts, or an upgrade's 101 hand-off
  *
- * Without spans, pacing and DPoP, token replay and retry are built only when an attempt first
+ * Without pacing and DPoP, token replay and retry are built only when an attempt first
  * meets what they act on (a 401, a 502–504, an error): a plain exchange that succeeds makes no
  * layer at all, its answer going from the exchange straight to the relay.
  *
@@ -57,7 +57,7 @@ export interface RecoveryLayers {
 export interface ExchangeLayers {
   /** The outermost layer: every attempt's callbacks go here. */
   head: AttemptHandler;
-  /** Each attempt's span (span-layer.ts); undefined with tracing off. */
+  /** Each attempt's span (attempt-spans.ts); undefined with tracing off. */
   span: AttemptSpans | undefined;
   /** The pacer's turn for a resend (pacing-layer.ts); undefined without pacing. */
   pacing: ResendTurns | undefined;
@@ -81,7 +81,8 @@ function mayNeedRecovery(statusCode: number | undefined): boolean {
 export interface AttemptSpans {
   /** A new attempt goes out: its span starts, its `traceparent` is written into `headers`. */
   beginAttempt(headers: string[], resendCount: number): void;
-  endAttempt(errorCode: string | undefined, protocolVersion?: string): void;
+  /** `status`: the attempt's final answer (0: none, or only interim 1xx heads). */
+  endAttempt(status: number, errorCode: string | undefined, protocolVersion?: string): void;
 }
 
 export interface ResendTurns {
@@ -115,6 +116,8 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, Q
   headArrived = false;
   /** The current attempt's answer paused the pacer (a 429/503 with Retry-After). */
   paused = false;
+  /** The current attempt's final status (0 until one arrives; 1xx heads are interim). */
+  private attemptStatus = 0;
   private layers!: ExchangeLayers;
   /** undici's abort for the current attempt (set in onConnect). */
   private abortUpstream: ((err?: Error) => void) | undefined;
@@ -162,6 +165,7 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, Q
     this.abortUpstream = undefined;
     this.headArrived = false;
     this.paused = false;
+    this.attemptStatus = 0;
     try {
       route.credential.inject(
         request.headers,
@@ -255,7 +259,7 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, Q
 
   /** Ends the current attempt's span (an attempt resent ends before the next). */
   endAttempt(errorCode: string | undefined, protocolVersion?: string): void {
-    this.layers.span?.endAttempt(errorCode, protocolVersion);
+    this.layers.span?.endAttempt(this.attemptStatus, errorCode, protocolVersion);
   }
 
   /** The client went away: abort the upstream request and stop. */
@@ -358,7 +362,10 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, Q
     statusText: string,
   ): boolean {
     if (this.finished) return true;
-    if (statusCode >= 200) this.headArrived = true;
+    if (statusCode >= 200) {
+      this.headArrived = true;
+      this.attemptStatus = statusCode;
+    }
     return this.headFor(statusCode).onHeaders(
       statusCode,
       (rawHeaders ?? []) as RawHeaders,
@@ -399,6 +406,7 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, Q
       socket.destroy();
       return;
     }
+    this.attemptStatus = statusCode;
     this.layers.head.onUpgrade(statusCode, (rawHeaders ?? []) as RawHeaders, socket);
   }
 }

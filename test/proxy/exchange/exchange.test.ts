@@ -34,8 +34,8 @@ function recordingSpans() {
     beginAttempt: (headers, resendCount) => {
       calls.push(["begin", resendCount, headers.includes("traceparent")]);
     },
-    endAttempt: (errorCode, protocolVersion) => {
-      calls.push(["end", errorCode, protocolVersion]);
+    endAttempt: (status, errorCode, protocolVersion) => {
+      calls.push(["end", status, errorCode, protocolVersion]);
     },
   };
   return { spans, calls };
@@ -119,7 +119,7 @@ describe("Exchange", () => {
     rig.exchange.resendNow(false);
     expect(calls).toEqual([
       ["begin", 0, false],
-      ["end", undefined, undefined],
+      ["end", 0, undefined, undefined],
       ["begin", 1, false],
     ]);
     expect(rig.test.request.attempts).toBe(2);
@@ -291,7 +291,7 @@ describe("Exchange", () => {
     rig.exchange.fail({ code: "upstream_error", message: "late", cause: undefined });
     rig.exchange.finish({ status: 500, errorCode: undefined, cause: undefined });
 
-    expect(calls.filter((c) => c[0] === "end")).toEqual([["end", undefined, undefined]]);
+    expect(calls.filter((c) => c[0] === "end")).toEqual([["end", 204, undefined, undefined]]);
     expect(cancels).toBe(1);
     expect(rig.sink.stops).toBe(1);
     expect(rig.test.record()).toMatchObject({ status: 204, errorCode: undefined });
@@ -304,7 +304,7 @@ describe("Exchange", () => {
     rig.start({ span: spans });
     rig.exchange.handOff();
     expect(rig.exchange.finished).toBe(true);
-    expect(calls.at(-1)).toEqual(["end", undefined, "1.1"]);
+    expect(calls.at(-1)).toEqual(["end", 0, undefined, "1.1"]);
     // The tunnel's close writes the access line (upgrade-entry.ts), not the exchange.
     expect(rig.test.ctx.records).toEqual([]);
   });

@@ -50,7 +50,7 @@ function recordingSpans() {
   const ends: (string | undefined)[] = [];
   const spans: AttemptSpans = {
     beginAttempt: () => {},
-    endAttempt: (errorCode) => {
+    endAttempt: (_status, errorCode) => {
       ends.push(errorCode);
     },
   };

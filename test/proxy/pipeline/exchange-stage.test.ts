@@ -3,8 +3,8 @@
  * request's exchange from the layers its upstream and body call for and starts it — the relay
  * innermost (the client gets the upstream's answer), the retry layer always, the token replay
  * for a body that can be sent again or a DPoP token (whose nonces it keeps), the pacing layer
- * only with pacing, the span layer only for a recorded request (one the sampler left out only
- * has each attempt's traceparent written) — and, for an upgrade's way in, sends
+ * only with pacing; with tracing on, each attempt's span and traceparent beside the layers
+ * (recorded or not, the answer's path is the same) — and, for an upgrade's way in, sends
  * the Upgrade through the upgrade dispatcher and hands a 101 to the tunnel. It passes nothing
  * on: the exchange ends the request.
  */
@@ -15,7 +15,6 @@ import {
   ResponseRelay,
   type SwitchingProtocols,
 } from "../../../src/proxy/exchange/response-relay.js";
-import { SpanLayer } from "../../../src/proxy/exchange/span-layer.js";
 import { ExchangeStage } from "../../../src/proxy/pipeline/exchange-stage.js";
 import type { ProxiedRequest } from "../../../src/proxy/proxied-request.js";
 import { createDpop, type Dpop } from "../../../src/token/dpop/index.js";
@@ -122,39 +121,42 @@ describe("ExchangeStage", () => {
     ]);
   });
 
-  it("a request the sampler left out: each attempt's traceparent sent, no layer in its answer's path", async () => {
-    const r = await run(plain, {
-      tracing: true,
-      recorded: false,
-      request: { method: "POST", body: Buffer.from("{}") },
-    });
-    // The answer goes from the exchange straight to the relay, as with tracing off.
-    const layers = (r.test.request.exchange as unknown as { layers: { head: unknown } }).layers;
-    expect(layers.head).toBeInstanceOf(ResponseRelay);
-    expect(r.dispatcher.last.header("traceparent")).toBe(r.server.clients[0]!.traceparent());
-    // The recoveries are still built when an answer needs them, and the resend gets its own.
-    r.dispatcher.last.respond(401, { "www-authenticate": "Bearer" });
-    await flushPromises();
-    expect(r.dispatcher.attempts).toHaveLength(2);
-    expect(r.server.clients.map((c) => c.resendCount)).toEqual([0, 1]);
-    expect(r.dispatcher.last.header("traceparent")).toBe(r.server.clients[1]!.traceparent());
-    r.dispatcher.last.respond(201, {}, "made");
-    expect(r.test.answer().status).toBe(201);
-    expect(r.test.record().attempts).toBe(2);
+  it.each([
+    ["left out by the sampler", false],
+    ["recorded", true],
+  ])(
+    "a request %s: each attempt's traceparent sent, no layer in its answer's path",
+    async (_, recorded) => {
+      const r = await run(plain, {
+        tracing: true,
+        recorded,
+        request: { method: "POST", body: Buffer.from("{}") },
+      });
+      // The answer goes from the exchange straight to the relay, as with tracing off.
+      const layers = (r.test.request.exchange as unknown as { layers: { head: unknown } }).layers;
+      expect(layers.head).toBeInstanceOf(ResponseRelay);
+      expect(r.dispatcher.last.header("traceparent")).toBe(r.server.clients[0]!.traceparent());
+      // The recoveries are still built when an answer needs them, and the resend gets its own.
+      r.dispatcher.last.respond(401, { "www-authenticate": "Bearer" });
+      await flushPromises();
+      expect(r.dispatcher.attempts).toHaveLength(2);
+      expect(r.server.clients.map((c) => c.resendCount)).toEqual([0, 1]);
+      expect(r.dispatcher.last.header("traceparent")).toBe(r.server.clients[1]!.traceparent());
+      r.dispatcher.last.respond(201, {}, "made");
+      expect(r.test.answer().status).toBe(201);
+      expect(r.test.record().attempts).toBe(2);
+      // Each attempt's span ended with its own answer.
+      expect(r.server.clients.map((c) => c.ends[0]?.status)).toEqual([401, 201]);
 
-    const get = await run(plain, { tracing: true, recorded: false });
-    get.dispatcher.last.fail(codedError("ECONNRESET"));
-    expect(get.fresh.attempts).toHaveLength(1);
-    expect(get.fresh.last.header("traceparent")).toBe(get.server.clients[1]!.traceparent());
-    get.fresh.last.respond(200, {}, "ok");
-    expect(get.test.record().attempts).toBe(2);
-  });
-
-  it("a recorded request's answer goes through its span layer", async () => {
-    const r = await run(plain, { tracing: true });
-    const layers = (r.test.request.exchange as unknown as { layers: { head: unknown } }).layers;
-    expect(layers.head).toBeInstanceOf(SpanLayer);
-  });
+      const get = await run(plain, { tracing: true, recorded });
+      get.dispatcher.last.fail(codedError("ECONNRESET"));
+      expect(get.fresh.attempts).toHaveLength(1);
+      expect(get.fresh.last.header("traceparent")).toBe(get.server.clients[1]!.traceparent());
+      get.fresh.last.respond(200, {}, "ok");
+      expect(get.test.record().attempts).toBe(2);
+      expect(get.server.clients.map((c) => c.ends[0]?.status)).toEqual([0, 200]);
+    },
+  );
 
   it("retries a reset on a fresh connection (the retry layer is always there)", async () => {
     const r = await run(plain);
