@@ -1,7 +1,7 @@
 /**
  * The OpenTelemetry tracer provider tracing-sdk.ts spans come from, built from the settings:
- * the sampler, a batch processor, the OTLP/HTTP exporter for the protocol (protobuf or JSON;
- * only that one is loaded), and the resource (service name and version, OTEL_RESOURCE_ATTRIBUTES).
+ * the sampler, a batch processor, the OTLP/HTTP exporter for the protocol (protobuf, with our
+ * encoder, or JSON), and the resource (service name and version, OTEL_RESOURCE_ATTRIBUTES).
  * Loaded with tracing-sdk.ts, only when tracing is on. Nothing is registered globally.
  */
 import { type Context, TraceFlags } from "@opentelemetry/api";
@@ -21,10 +21,16 @@ import {
   TraceIdRatioBasedSampler,
 } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
+import type { CompressionAlgorithm } from "@opentelemetry/otlp-exporter-base";
+import type { IExportTraceServiceResponse, ISerializer } from "@opentelemetry/otlp-transformer";
 import { loggableUrl } from "../base/loggable-url.js";
 import { createLogThrottle } from "./log-throttle.js";
 import type { Logger } from "./logger.js";
+import { encodeTraceExportRequest } from "./otlp-trace-encoder.js";
 import type { TracingSettings } from "./tracing-settings.js";
+
+/** The exporter's component type in the SDK's own metrics (exporter-trace-otlp-proto's). */
+const OTLP_HTTP_SPAN_EXPORTER = "otlp_http_span_exporter";
 
 /** Report a failing collector at most this often. */
 const EXPORT_FAILURE_LOG_INTERVAL_MS = 60_000;
@@ -68,20 +74,45 @@ function rootSamplingBound(settings: TracingSettings): number {
   }
 }
 
+/**
+ * The SDK's OTLP/HTTP exporter (batch transport, retries, gzip, the OTEL_EXPORTER_OTLP_* TLS
+ * files), what `exporter-trace-otlp-proto` / `-http` build, with our protobuf encoder
+ * (otlp-trace-encoder.ts) in place of the SDK's serializer; JSON keeps the SDK's.
+ */
 async function buildExporter(settings: TracingSettings): Promise<SpanExporter> {
-  const { OTLPTraceExporter } =
-    settings.protocol === "http/json"
-      ? await import("@opentelemetry/exporter-trace-otlp-http")
-      : await import("@opentelemetry/exporter-trace-otlp-proto");
-  type ExporterConfig = NonNullable<ConstructorParameters<typeof OTLPTraceExporter>[0]>;
+  const [{ OTLPExporterBase }, nodeHttp, transformer] = await Promise.all([
+    import("@opentelemetry/otlp-exporter-base"),
+    import("@opentelemetry/otlp-exporter-base/node-http"),
+    import("@opentelemetry/otlp-transformer"),
+  ]);
+  const json = settings.protocol === "http/json";
+  const serializer: ISerializer<ReadableSpan[], IExportTraceServiceResponse> = json
+    ? transformer.JsonTraceSerializer
+    : {
+        serializeRequest: (spans) => encodeTraceExportRequest(spans),
+        deserializeResponse: (data) => transformer.ProtobufTraceSerializer.deserializeResponse(data),
+      };
   // Passed explicitly: the exporter would otherwise read these from process.env only. (It
   // still reads OTEL_EXPORTER_OTLP_*CERTIFICATE / _CLIENT_KEY from process.env itself.)
-  return new OTLPTraceExporter({
-    url: settings.url,
-    headers: settings.headers,
-    timeoutMillis: settings.timeoutMs,
-    compression: settings.compression as ExporterConfig["compression"],
-  });
+  const options = nodeHttp.convertLegacyHttpOptions(
+    {
+      url: settings.url,
+      headers: settings.headers,
+      timeoutMillis: settings.timeoutMs,
+      compression: settings.compression as CompressionAlgorithm,
+    },
+    "TRACES",
+    "v1/traces",
+    { "Content-Type": json ? "application/json" : "application/x-protobuf" },
+  );
+  const delegate = nodeHttp.createOtlpHttpExportDelegate(
+    options,
+    serializer,
+    OTLP_HTTP_SPAN_EXPORTER,
+    transformer.TraceExporterMetricsHelper,
+    undefined,
+  );
+  return new OTLPExporterBase<ReadableSpan[]>(delegate);
 }
 
 /**

@@ -16,6 +16,7 @@ const SOURCES = [
   "observability/tracing-sdk.ts",
   "observability/tracing-provider.ts",
   "observability/tracing-span.ts",
+  "observability/otlp-trace-encoder.ts",
   "observability/tracing-ids.ts",
   "observability/log-throttle.ts",
   "errors.ts",
