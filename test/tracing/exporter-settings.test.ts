@@ -47,6 +47,18 @@ describe.each(PROTOCOLS)("exporter settings over %s", (protocol) => {
     expect(fx.lines.join("")).not.toContain("k%20one");
   });
 
+  it("compresses the export with gzip when OTEL_EXPORTER_OTLP_COMPRESSION says so", async () => {
+    fx = await startTracingFixture(protocol, { OTEL_EXPORTER_OTLP_COMPRESSION: "gzip" });
+    for (const status of [200, 503]) {
+      fx.tracing.startServerSpan({ headers: {}, method: "GET" }).end(status);
+    }
+    const spans = await fx.flushed();
+    expect(spans.map((span) => span.attributes["http.response.status_code"]).sort()).toEqual([
+      200, 503,
+    ]);
+    expect(fx.receiver.exports.map((e) => e.headers["content-encoding"])).toEqual(["gzip"]);
+  });
+
   it("uses OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, over the base endpoint", async () => {
     const other = await startOtlpReceiver();
     try {
