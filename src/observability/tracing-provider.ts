@@ -6,6 +6,8 @@
  */
 import { type Context, TraceFlags } from "@opentelemetry/api";
 import { type ExportResult, ExportResultCode } from "@opentelemetry/core";
+import type { CompressionAlgorithm } from "@opentelemetry/otlp-exporter-base";
+import type { IExportTraceServiceResponse, ISerializer } from "@opentelemetry/otlp-transformer";
 import { defaultResource, type Resource, resourceFromAttributes } from "@opentelemetry/resources";
 import {
   AlwaysOffSampler,
@@ -21,8 +23,6 @@ import {
   TraceIdRatioBasedSampler,
 } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
-import type { CompressionAlgorithm } from "@opentelemetry/otlp-exporter-base";
-import type { IExportTraceServiceResponse, ISerializer } from "@opentelemetry/otlp-transformer";
 import { loggableUrl } from "../base/loggable-url.js";
 import { createLogThrottle } from "./log-throttle.js";
 import type { Logger } from "./logger.js";
@@ -90,7 +90,8 @@ async function buildExporter(settings: TracingSettings): Promise<SpanExporter> {
     ? transformer.JsonTraceSerializer
     : {
         serializeRequest: (spans) => encodeTraceExportRequest(spans),
-        deserializeResponse: (data) => transformer.ProtobufTraceSerializer.deserializeResponse(data),
+        deserializeResponse: (data) =>
+          transformer.ProtobufTraceSerializer.deserializeResponse(data),
       };
   // Passed explicitly: the exporter would otherwise read these from process.env only. (It
   // still reads OTEL_EXPORTER_OTLP_*CERTIFICATE / _CLIENT_KEY from process.env itself.)
