@@ -233,6 +233,19 @@ class ProtoWriter {
   }
 }
 
+/** Field `field` holding the message `write` makes of `value`. */
+function writeMessage<T>(
+  w: ProtoWriter,
+  field: number,
+  value: T,
+  write: (w: ProtoWriter, value: T) => void,
+): void {
+  w.tag(field, LENGTH_DELIMITED);
+  const at = w.begin();
+  write(w, value);
+  w.end(at);
+}
+
 /** `AnyValue`: string, bool, int64 or double, bytes, array or key-value list. */
 function writeAnyValue(w: ProtoWriter, value: unknown): void {
   const type = typeof value;
@@ -295,6 +308,19 @@ function spanFlags(context: SpanContext, isRemote: boolean | undefined): number 
   );
 }
 
+/** Fields 1–3 of a Span and of a Link alike: trace id, span id, trace state. */
+function writeIds(w: ProtoWriter, context: SpanContext): void {
+  w.tag(1, LENGTH_DELIMITED);
+  w.hexId(context.traceId);
+  w.tag(2, LENGTH_DELIMITED);
+  w.hexId(context.spanId);
+  const traceState = context.traceState?.serialize();
+  if (traceState) {
+    w.tag(3, LENGTH_DELIMITED);
+    w.string(traceState);
+  }
+}
+
 function writeEvent(w: ProtoWriter, event: TimedEvent): void {
   w.tag(1, FIXED64);
   w.time(event.time);
@@ -307,15 +333,7 @@ function writeEvent(w: ProtoWriter, event: TimedEvent): void {
 
 function writeLink(w: ProtoWriter, link: Link): void {
   const { context } = link;
-  w.tag(1, LENGTH_DELIMITED);
-  w.hexId(context.traceId);
-  w.tag(2, LENGTH_DELIMITED);
-  w.hexId(context.spanId);
-  const traceState = context.traceState?.serialize();
-  if (traceState) {
-    w.tag(3, LENGTH_DELIMITED);
-    w.string(traceState);
-  }
+  writeIds(w, context);
   if (link.attributes) writeKeyValues(w, link.attributes, 4);
   w.tag(5, VARINT);
   w.uint32(link.droppedAttributesCount || 0);
@@ -325,15 +343,7 @@ function writeLink(w: ProtoWriter, link: Link): void {
 
 function writeSpan(w: ProtoWriter, span: ReadableSpan): void {
   const context = span.spanContext();
-  w.tag(1, LENGTH_DELIMITED);
-  w.hexId(context.traceId);
-  w.tag(2, LENGTH_DELIMITED);
-  w.hexId(context.spanId);
-  const traceState = context.traceState?.serialize();
-  if (traceState) {
-    w.tag(3, LENGTH_DELIMITED);
-    w.string(traceState);
-  }
+  writeIds(w, context);
   const parent = span.parentSpanContext;
   if (parent?.spanId) {
     w.tag(4, LENGTH_DELIMITED);
@@ -353,20 +363,10 @@ function writeSpan(w: ProtoWriter, span: ReadableSpan): void {
   if (span.attributes) writeKeyValues(w, span.attributes, 9);
   w.tag(10, VARINT);
   w.uint32(span.droppedAttributesCount);
-  for (const event of span.events) {
-    w.tag(11, LENGTH_DELIMITED);
-    const at = w.begin();
-    writeEvent(w, event);
-    w.end(at);
-  }
+  for (const event of span.events) writeMessage(w, 11, event, writeEvent);
   w.tag(12, VARINT);
   w.uint32(span.droppedEventsCount);
-  for (const link of span.links) {
-    w.tag(13, LENGTH_DELIMITED);
-    const at = w.begin();
-    writeLink(w, link);
-    w.end(at);
-  }
+  for (const link of span.links) writeMessage(w, 13, link, writeLink);
   w.tag(14, VARINT);
   w.uint32(span.droppedLinksCount);
   w.tag(15, LENGTH_DELIMITED);
@@ -447,12 +447,7 @@ export function encodeTraceExportRequest(spans: readonly ReadableSpan[]): Uint8A
         w.tag(2, LENGTH_DELIMITED);
         const scopeSpans = w.begin();
         writeScope(w, scope);
-        for (const span of scoped) {
-          w.tag(2, LENGTH_DELIMITED);
-          const at = w.begin();
-          writeSpan(w, span);
-          w.end(at);
-        }
+        for (const span of scoped) writeMessage(w, 2, span, writeSpan);
         if (scope.schemaUrl) {
           w.tag(3, LENGTH_DELIMITED);
           w.string(scope.schemaUrl);

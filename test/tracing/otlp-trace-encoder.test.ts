@@ -19,18 +19,7 @@ import {
 import { describe, expect, it } from "vitest";
 import { encodeTraceExportRequest } from "../../src/observability/otlp-trace-encoder.js";
 import { RecordedSpan, type SpanSink } from "../../src/observability/tracing-span.js";
-
-/** A seeded generator: the same cases every run, so a failure can be read again. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 0x1_0000_0000;
-  };
-}
+import { seededRandom } from "../token/helpers.js";
 
 function expectSameBytes(spans: ReadableSpan[]): void {
   const ours = Buffer.from(encodeTraceExportRequest(spans));
@@ -135,6 +124,17 @@ function sinkFor(resourceName: string, scopeName: string, version?: string): Spa
   };
 }
 
+/** A sampled INTERNAL span without a parent, not ended. */
+function rootSpan(
+  random: () => number,
+  sink: SpanSink,
+  name: string,
+  attributes: Attributes,
+): RecordedSpan {
+  const context = { traceId: hex(random, 16), spanId: hex(random, 8), traceFlags: 1 };
+  return new RecordedSpan(sink, name, SpanKind.INTERNAL, context, undefined, { ...attributes });
+}
+
 /** The proxy's own SERVER and CLIENT spans, as tracing-sdk.ts makes them. */
 function recordedPair(random: () => number, sink: SpanSink, status: number): RecordedSpan[] {
   const traceId = hex(random, 16);
@@ -218,18 +218,18 @@ function sdkSpans(random: () => number): ReadableSpan[] {
 
 describe("the OTLP/protobuf encoder", () => {
   it("encodes the proxy's recorded spans exactly as the SDK does", () => {
-    const random = seeded(1);
+    const random = seededRandom(1);
     const sink = sinkFor("bearer-proxy", "bearer-proxy", "0.1.0");
     const spans = [200, 204, 404, 502, 503].flatMap((status) => recordedPair(random, sink, status));
     expectSameBytes(spans);
   });
 
   it("encodes the SDK tracer's spans exactly as the SDK does: events, links, trace state, status, remote parents", () => {
-    expectSameBytes(sdkSpans(seeded(2)));
+    expectSameBytes(sdkSpans(seededRandom(2)));
   });
 
   it("encodes every attribute value type exactly as the SDK does (600 random attribute sets)", () => {
-    const random = seeded(3);
+    const random = seededRandom(3);
     const sink = sinkFor("fuzz", "fuzz");
     for (let round = 0; round < 60; round++) {
       const spans: ReadableSpan[] = [];
@@ -251,18 +251,11 @@ describe("the OTLP/protobuf encoder", () => {
   });
 
   it("encodes times across the fixed64 range exactly as the SDK does", () => {
-    const random = seeded(4);
+    const random = seededRandom(4);
     const sink = sinkFor("times", "times");
     const seconds = [0, 1, 65_535, 65_536, 1_700_000_000, 1_764_000_000, 4_294_967_296, 2 ** 34];
     const spans = seconds.map((second) => {
-      const span = new RecordedSpan(
-        sink,
-        "t",
-        SpanKind.INTERNAL,
-        { traceId: hex(random, 16), spanId: hex(random, 8), traceFlags: 1 },
-        undefined,
-        {},
-      );
+      const span = rootSpan(random, sink, "t", {});
       const time: [number, number] = [second, Math.floor(random() * 1e9)];
       Object.assign(span, { startTime: time, endTime: [second, 999_999_999], ended: true });
       return span;
@@ -271,7 +264,7 @@ describe("the OTLP/protobuf encoder", () => {
   });
 
   it("groups several resources and scopes the way the SDK does, schema URLs included", () => {
-    const random = seeded(5);
+    const random = seededRandom(5);
     const a = sinkFor("a", "scope-1", "1");
     const b = sinkFor("b", "scope-2");
     const withSchema: SpanSink = {
@@ -290,18 +283,14 @@ describe("the OTLP/protobuf encoder", () => {
   });
 
   it("grows past its first buffer and keeps no bytes of one export in the next", () => {
-    const random = seeded(6);
+    const random = seededRandom(6);
     const sink = sinkFor("big", "big");
     const spans: ReadableSpan[] = [];
     for (let i = 0; i < 600; i++) spans.push(...recordedPair(random, sink, 200));
-    const huge = new RecordedSpan(
-      sink,
-      "huge",
-      SpanKind.INTERNAL,
-      { traceId: hex(random, 16), spanId: hex(random, 8), traceFlags: 1 },
-      undefined,
-      { long: "w".repeat(200_000), wide: "ü".repeat(20_000) },
-    );
+    const huge = rootSpan(random, sink, "huge", {
+      long: "w".repeat(200_000),
+      wide: "ü".repeat(20_000),
+    });
     huge.end();
     spans.push(huge);
     expectSameBytes(spans);
