@@ -9,7 +9,8 @@
  *
  *   node bench/coscheduled.mjs --a PATH|forwarder --b PATH|forwarder [--variant KEY]
  *     [--a-flags="NODE FLAGS"] [--b-flags="NODE FLAGS"]
- *     [--rounds 6] [--duration 8] [--warmup 3] [--idle 4] [--connections 25] [--path /small] [--smoke]
+ *     [--rounds 6] [--duration 8] [--warmup 3] [--idle 4] [--connections 25] [--path /small]
+ *     [--method GET] [--body-bytes 0] [--smoke]
  * PATH is a bearer-proxy CLI (dist/bundle/cli.cjs, dist/cli.js, or another build's copy);
  * `forwarder` is the minimal undici forwarder (bench/baselines/undici-forwarder.mjs). Both run
  * on the Node that runs this script, with BENCH_BEARER_PROXY_NODE_FLAGS / BENCH_BASELINE_NODE_FLAGS.
@@ -24,6 +25,8 @@
  * Each round starts both fresh (which first alternates), idles them `--idle` seconds (a sidecar
  * waits for its app; what a process does while idle can cost it later), warms them up at once,
  * then measures.
+ * `--method` and `--body-bytes` send another request than a GET: `--method POST --path /read
+ * --body-bytes 65536` is the bench's 64 KiB POST that the upstream reads.
  * Run an A/A pair (`--a X --b X`) in the same hour to know the harness's spread.
  * Each round also reports how busy both cores were while measured (/proc/stat): the proxies'
  * core should be saturated, or the load core (wrk, and the tracing variants' sink) limited the
@@ -66,6 +69,8 @@ const { values } = parseArgs({
     idle: { type: "string" },
     connections: { type: "string", default: "25" },
     path: { type: "string", default: "/small" },
+    method: { type: "string", default: "GET" },
+    "body-bytes": { type: "string", default: "0" },
     variant: { type: "string" },
     "a-flags": { type: "string" },
     "b-flags": { type: "string" },
@@ -171,8 +176,8 @@ try {
       tool: "wrk",
       core: loadCore,
       url: `${proxy.baseUrl}${values.path}`,
-      method: "GET",
-      bodyBytes: 0,
+      method: values.method,
+      bodyBytes: Number(values["body-bytes"]),
       connections: settings.connections,
       durationS,
       headers: proxy.headers ?? {},
@@ -234,7 +239,7 @@ console.log(`a: ${describe("a")}`);
 console.log(`b: ${describe("b")}`);
 console.log(
   `\nNode ${process.version}; both on core ${proxyCore}, one wrk -c${settings.connections} each on core ${loadCore}, ` +
-    `GET ${values.path}; per round: start both, ${settings.idleS} s idle, ${settings.warmupS} s warm-up, ${settings.durationS} s measured.\n`,
+    `${values.method} ${values.path}${Number(values["body-bytes"]) > 0 ? ` with a ${values["body-bytes"]}-byte body` : ""}; per round: start both, ${settings.idleS} s idle, ${settings.warmupS} s warm-up, ${settings.durationS} s measured.\n`,
 );
 console.log(
   `| round | a req/s | b req/s | a µs CPU/request | b µs CPU/request | throughput a ÷ b | CPU/request a ÷ b | core ${proxyCore} / ${loadCore} busy |`,
