@@ -35,7 +35,7 @@
  * when installed); exits 1 if either side answered with errors, which would make its throughput
  * meaningless.
  */
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -139,6 +139,9 @@ const describe = (which) =>
   ].join("");
 
 const dir = await mkdtemp(join(tmpdir(), "bearer-proxy-cosched-"));
+// nginx's workers (another user when it runs as root) read the upstream's files under it: /1m and
+// /read answer 403 otherwise (run.mjs does the same).
+await chmod(dir, 0o755);
 const rows = [];
 let failed = false;
 try {
