@@ -140,7 +140,7 @@ const describe = (which) =>
 
 const dir = await mkdtemp(join(tmpdir(), "bearer-proxy-cosched-"));
 // nginx's workers (another user when it runs as root) read the upstream's files under it: /1m and
-// /read answer 403 otherwise (run.mjs does the same).
+// /read answered every request with an error without this (run.mjs does the same).
 await chmod(dir, 0o755);
 const rows = [];
 let failed = false;
