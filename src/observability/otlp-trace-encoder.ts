@@ -6,10 +6,11 @@
  *
  * Why our own: issue 33's profile of an always-sampled proxy put the SDK serializer at ~40 % of
  * tracing's added CPU. It writes every span twice (a size estimate, then the bytes), turns each
- * hex id into a fresh Uint8Array, and copies strings a char code at a time. Here one reused
- * Buffer takes the bytes, ids are decoded by Buffer's hex writer into it, strings by its UTF-8
- * writer; a message's length is written in front of it once its size is known (one byte is
- * reserved, and the rare longer message moves up by the difference).
+ * hex id into a fresh Uint8Array, and checks each string for ASCII before copying it. Here one
+ * reused Buffer takes the bytes: ids are decoded from hex straight into it, short ASCII strings
+ * copied in the loop that checks them (others by Buffer's UTF-8 writer), and a message's length
+ * is written in front of it once its size is known (one byte is reserved, and the rare longer
+ * message moves up by the difference).
  *
  * Only the encoding is ours: the exporter (batching, HTTP, retries, compression, TLS) is the
  * SDK's, which takes this as its serializer (tracing-provider.ts).
@@ -224,11 +225,10 @@ class ProtoWriter {
     this.buf[at] = v;
   }
 
-  /** The bytes written, copied out (the buffer is reused), and the writer emptied. */
+  /** The bytes written, copied out: the buffer is reused. */
   take(): Uint8Array {
     const out = new Uint8Array(this.pos);
     out.set(this.buf.subarray(0, this.pos));
-    this.pos = 0;
     return out;
   }
 }
@@ -383,12 +383,9 @@ function writeSpan(w: ProtoWriter, span: ReadableSpan): void {
 }
 
 function writeResource(w: ProtoWriter, resource: Resource): void {
-  w.tag(1, LENGTH_DELIMITED);
-  const at = w.begin();
   if (resource.attributes) writeKeyValues(w, resource.attributes, 1);
   w.tag(2, VARINT);
   w.uint32(0);
-  w.end(at);
 }
 
 type ScopeWithAttributes = InstrumentationScope & {
@@ -397,8 +394,6 @@ type ScopeWithAttributes = InstrumentationScope & {
 };
 
 function writeScope(w: ProtoWriter, scope: ScopeWithAttributes): void {
-  w.tag(1, LENGTH_DELIMITED);
-  const at = w.begin();
   w.tag(1, LENGTH_DELIMITED);
   w.string(scope.name);
   if (scope.version) {
@@ -410,7 +405,6 @@ function writeScope(w: ProtoWriter, scope: ScopeWithAttributes): void {
     w.tag(4, VARINT);
     w.uint32(scope.droppedAttributesCount);
   }
-  w.end(at);
 }
 
 /** Spans by resource, then by scope, each in first-seen order (identity, as the SDK groups). */
@@ -437,31 +431,28 @@ const writer = new ProtoWriter();
 /** The `ExportTraceServiceRequest` for `spans`. */
 export function encodeTraceExportRequest(spans: readonly ReadableSpan[]): Uint8Array {
   const w = writer;
+  // Emptied here, not after: an export that threw half-way leaves nothing for the next one.
   w.pos = 0;
-  try {
-    for (const [resource, byScope] of groupSpans(spans)) {
-      w.tag(1, LENGTH_DELIMITED);
-      const resourceSpans = w.begin();
-      writeResource(w, resource);
-      for (const [scope, scoped] of byScope) {
-        w.tag(2, LENGTH_DELIMITED);
-        const scopeSpans = w.begin();
-        writeScope(w, scope);
-        for (const span of scoped) writeMessage(w, 2, span, writeSpan);
-        if (scope.schemaUrl) {
-          w.tag(3, LENGTH_DELIMITED);
-          w.string(scope.schemaUrl);
-        }
-        w.end(scopeSpans);
-      }
-      if (resource.schemaUrl) {
+  for (const [resource, byScope] of groupSpans(spans)) {
+    w.tag(1, LENGTH_DELIMITED);
+    const resourceSpans = w.begin();
+    writeMessage(w, 1, resource, writeResource);
+    for (const [scope, scoped] of byScope) {
+      w.tag(2, LENGTH_DELIMITED);
+      const scopeSpans = w.begin();
+      writeMessage(w, 1, scope, writeScope);
+      for (const span of scoped) writeMessage(w, 2, span, writeSpan);
+      if (scope.schemaUrl) {
         w.tag(3, LENGTH_DELIMITED);
-        w.string(resource.schemaUrl);
+        w.string(scope.schemaUrl);
       }
-      w.end(resourceSpans);
+      w.end(scopeSpans);
     }
-    return w.take();
-  } finally {
-    w.pos = 0;
+    if (resource.schemaUrl) {
+      w.tag(3, LENGTH_DELIMITED);
+      w.string(resource.schemaUrl);
+    }
+    w.end(resourceSpans);
   }
+  return w.take();
 }
