@@ -21,7 +21,10 @@
  * `--variant KEY` runs a with one of the bench's feature variants (lib/variants.mjs: its
  * config, environment and request headers, checked to answer 200 before it is measured), so
  * `--a X --variant dpop --b X` is a feature's cost; the report then adds a's CPU per request
- * less b's (the added CPU that bench/feature-floor.mjs's floors are read against).
+ * less b's (the added CPU that bench/feature-floor.mjs's floors are read against). With
+ * `--a forwarder --variant dpop --b forwarder` it is the same feature's floor in place: the
+ * minimal forwarder running the feature's dist/ code per request (the variants with `inPlace`:
+ * dpop, tracing, tracing-sampled), against the bare forwarder.
  * Each round starts both fresh (which first alternates), idles them `--idle` seconds (a sidecar
  * waits for its app; what a process does while idle can cost it later), warms them up at once,
  * then measures.
@@ -84,9 +87,11 @@ if (!values.a || !values.b) {
   process.exit(2);
 }
 const [variant] = values.variant ? selectVariants([values.variant]) : [];
-if (values.variant && (!variant || values.a === FORWARDER)) {
+if (values.variant && (!variant || (values.a === FORWARDER && !variant.inPlace))) {
+  const inPlace = selectVariants(ALL_VARIANTS).filter((v) => v.inPlace);
   process.stderr.write(
-    `coscheduled: --variant needs a bearer-proxy build as --a and one of ${ALL_VARIANTS.join(", ")}\n`,
+    `coscheduled: --variant needs one of ${ALL_VARIANTS.join(", ")} with a bearer-proxy build as --a, ` +
+      `or one of ${inPlace.map((v) => v.key).join(", ")} with --a forwarder\n`,
   );
   process.exit(2);
 }
@@ -134,7 +139,11 @@ const label = (side) => (side === FORWARDER ? FORWARDER : resolve(side));
 const describe = (which) =>
   [
     `\`${label(values[which])}\``,
-    which === "a" && variant ? ` with variant \`${variant.key}\`` : "",
+    which === "a" && variant
+      ? values.a === FORWARDER
+        ? ` with variant \`${variant.key}\`'s code in place`
+        : ` with variant \`${variant.key}\``
+      : "",
     values[`${which}-flags`] !== undefined ? `, Node flags \`${values[`${which}-flags`]}\`` : "",
   ].join("");
 
@@ -156,7 +165,19 @@ try {
   /** Side "a" or "b": its build (or the forwarder), its Node flags, and for a the variant. */
   const start = async (which, tag) => {
     const side = values[which];
-    if (side === FORWARDER) return startUndiciForwarder({ core: proxyCore, upstream, certs });
+    if (side === FORWARDER) {
+      if (which === "b" || !variant)
+        return startUndiciForwarder({ core: proxyCore, upstream, certs });
+      // The variant's floor in place: the forwarder running the same dist/ code per request.
+      const { feature, env } = await variant.inPlace({ otlpSink });
+      return startUndiciForwarder({
+        core: proxyCore,
+        upstream,
+        certs,
+        args: ["--feature", feature],
+        env,
+      });
+    }
     const flags = values[`${which}-flags`];
     const own = flags === undefined ? undefined : splitFlagSet(flags);
     const startProxy = (configure, ownTag, env, cli) =>

@@ -89,3 +89,13 @@ export async function prepareServiceAccountHeaderOnly(context) {
   const { headers } = await prepareCallersServiceAccount(context);
   return { configure: (config) => config, headers };
 }
+
+/**
+ * callers-basic's request against an open gateway: the same `Basic` header, no `allow` rule, so
+ * the proxy drops it unread. What carrying the header costs (wrk sends it, llhttp and node:http
+ * parse it, the forwarding drops it) — the floor callers-basic's check sits on.
+ */
+export async function prepareBasicHeaderOnly(context) {
+  const { headers } = await prepareCallersBasic(context);
+  return { configure: (config) => config, headers };
+}

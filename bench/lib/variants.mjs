@@ -46,6 +46,7 @@ import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { makeRestartable } from "./restart.mjs";
 import {
+  prepareBasicHeaderOnly,
   prepareCallersBasic,
   prepareCallersServiceAccount,
   prepareServiceAccountHeaderOnly,
@@ -91,8 +92,16 @@ export const BEARER_PROXY_VARIANTS = [
     label: "caller allowed by `user` (Basic, bcrypt cost 10)",
     issue: "#23, #33",
     minRatio: 0.97,
-    floor: { script: "gate-floor", row: "caller-basic" },
+    // The check, and what carrying the Basic header costs (basic-header-open, this run).
+    floor: { script: "gate-floor", row: "caller-basic", plusVariant: "basic-header-open" },
     prepare: prepareCallersBasic,
+  },
+  {
+    // Report only: callers-basic's floor, the header's bytes without the check (issue 33).
+    key: "basic-header-open",
+    label: "callers-basic's `Proxy-Authorization: Basic` sent to an open gateway (no `allow`)",
+    issue: "#33",
+    prepare: prepareBasicHeaderOnly,
   },
   {
     key: "callers-sa",

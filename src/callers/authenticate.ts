@@ -102,9 +102,11 @@ export function createCallerAuthenticator(
     throw error;
   }
 
+  // No `ttl` here: peekKey checks each entry's own expiry, and an expired entry costs one slot
+  // until it is read or evicted. lru-cache's TTL would read the clock on every get and arm a
+  // 1 ms timer to cache that reading, on the path of every request with a credential.
   const cache = new LRUCache<string, CacheEntry>({
     max: options.maxEntries ?? DEFAULT_MAX_CACHED_CALLERS,
-    perf: { now },
   });
   const inFlight = new Map<string, Promise<Authentication>>();
 
@@ -136,8 +138,9 @@ export function createCallerAuthenticator(
       result = await serviceAccounts.verify(credential.token);
     }
     if (result.ok) {
-      const ttl = Math.floor(result.expiresAtMs - now());
-      if (ttl > 0) cache.set(key, { authentication: Object.freeze(result), generation }, { ttl });
+      if (result.expiresAtMs > now()) {
+        cache.set(key, { authentication: Object.freeze(result), generation });
+      }
     }
     return result;
   }

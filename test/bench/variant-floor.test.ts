@@ -133,13 +133,21 @@ describe("variant floors", () => {
       cell("bearer-proxy+callers-sa", 1, 53), // +3
       cell("bearer-proxy+sa-header-open", 1, 50.4), // +0.4
       cell("bearer-proxy+callers-basic", 1, 52), // +2
+      cell("bearer-proxy+basic-header-open", 1, 51), // +1
       cell("bearer-proxy", 2, 50),
       cell("bearer-proxy+rate-limit", 2, 51),
       cell("bearer-proxy+callers-sa", 2, 53),
       cell("bearer-proxy+sa-header-open", 2, 50.6), // +0.6
       cell("bearer-proxy+callers-basic", 2, 52),
+      cell("bearer-proxy+basic-header-open", 2, 51),
     ];
-    const all = selectVariants(["callers-basic", "callers-sa", "sa-header-open", "rate-limit"]);
+    const all = selectVariants([
+      "callers-basic",
+      "basic-header-open",
+      "callers-sa",
+      "sa-header-open",
+      "rate-limit",
+    ]);
     const costs = floorCosts(gateCells, all, floors);
     const cost = (key: string) => costs.find((c) => c.variant === key)!;
 
@@ -149,23 +157,25 @@ describe("variant floors", () => {
       expect(cost("rate-limit").ceiling).toBeCloseTo(50 / 50.2, 6);
     });
 
-    it("adds the service-account header's bytes, as sa-header-open measured them", () => {
+    it("adds each credential header's bytes, as its header-open variant measured them", () => {
       expect(cost("callers-sa").floorUs).toBeCloseTo(0.25 + 0.5, 6);
-      expect(cost("callers-basic").floorUs).toBeCloseTo(0.2, 6);
+      expect(cost("callers-basic").floorUs).toBeCloseTo(0.2 + 1, 6);
       expect(cost("callers-basic").perCpu.median).toBeCloseTo(50 / 52, 6);
-      // sa-header-open has no floor of its own: no line.
+      // The header-open variants have no floor of their own: no line.
       expect(costs.map((c) => c.variant).sort()).toEqual([
         "callers-basic",
         "callers-sa",
         "rate-limit",
       ]);
       const without = floorCosts(
-        gateCells.filter((c) => !c.competitor.endsWith("sa-header-open")),
+        gateCells.filter((c) => !c.competitor.endsWith("header-open")),
         all,
         floors,
       );
       expect(without.find((c) => c.variant === "callers-sa")!.floorUs).toBeCloseTo(0.25, 6);
+      expect(without.find((c) => c.variant === "callers-basic")!.floorUs).toBeCloseTo(0.2, 6);
       expect(floorMarkdown(without, floors)).toContain("sa-header-open not run");
+      expect(floorMarkdown(without, floors)).toContain("basic-header-open not run");
     });
 
     it("writes each floor with what it is made of and its ceiling against the target", () => {
@@ -176,9 +186,11 @@ describe("variant floors", () => {
       expect(text).toContain(
         "- callers-sa: floor 0.75 µs (caller-sa 0.25 + the header's bytes 0.50 (sa-header-open's added CPU))",
       );
-      expect(text).toMatch(/- callers-basic: floor 0\.20 µs \(caller-basic\), added 2\.0 µs/);
       expect(text).toContain(
-        "ceiling 1.00×, measured 0.96× per CPU-s (0.96–0.96); target ≥ 0.97× (req/s): the floor allows it",
+        "- callers-basic: floor 1.2 µs (caller-basic 0.20 + the header's bytes 1.0 (basic-header-open's added CPU)), added 2.0 µs",
+      );
+      expect(text).toContain(
+        "ceiling 0.98×, measured 0.96× per CPU-s (0.96–0.96); target ≥ 0.97× (req/s): the floor allows it",
       );
       const dear = { ...floors, rows: { ...floors.rows, "caller-basic": row("caller-basic", 5) } };
       expect(floorMarkdown(floorCosts(gateCells, all, dear), dear)).toContain(
