@@ -103,8 +103,9 @@ export function createCallerAuthenticator(
   }
 
   // No `ttl` here: peekKey checks each entry's own expiry, and an expired entry costs one slot
-  // until it is read or evicted. lru-cache's TTL would read the clock on every get and arm a
-  // 1 ms timer to cache that reading, on the path of every request with a credential.
+  // until it is read or evicted. lru-cache's TTL would check staleness on every get (reading
+  // the clock, and once a millisecond arming a 1 ms timer to cache that reading), on the path
+  // of every request with a credential.
   const cache = new LRUCache<string, CacheEntry>({
     max: options.maxEntries ?? DEFAULT_MAX_CACHED_CALLERS,
   });
@@ -137,10 +138,8 @@ export function createCallerAuthenticator(
       if (!serviceAccounts) return notConfigured("Bearer", "callers.kubernetes");
       result = await serviceAccounts.verify(credential.token);
     }
-    if (result.ok) {
-      if (result.expiresAtMs > now()) {
-        cache.set(key, { authentication: Object.freeze(result), generation });
-      }
+    if (result.ok && result.expiresAtMs > now()) {
+      cache.set(key, { authentication: Object.freeze(result), generation });
     }
     return result;
   }
