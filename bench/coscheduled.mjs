@@ -58,7 +58,13 @@ import {
 } from "./lib/processes.mjs";
 import { spread } from "./lib/summarize.mjs";
 import { ensureTools } from "./lib/tools.mjs";
-import { ALL_VARIANTS, selectVariants, startVariant } from "./lib/variants.mjs";
+import {
+  ALL_VARIANTS,
+  BEARER_PROXY_VARIANTS,
+  selectVariants,
+  startInPlaceFloor,
+  startVariant,
+} from "./lib/variants.mjs";
 
 const FORWARDER = "forwarder";
 
@@ -88,7 +94,7 @@ if (!values.a || !values.b) {
 }
 const [variant] = values.variant ? selectVariants([values.variant]) : [];
 if (values.variant && (!variant || (values.a === FORWARDER && !variant.inPlace))) {
-  const inPlace = selectVariants(ALL_VARIANTS).filter((v) => v.inPlace);
+  const inPlace = BEARER_PROXY_VARIANTS.filter((v) => v.inPlace);
   process.stderr.write(
     `coscheduled: --variant needs one of ${ALL_VARIANTS.join(", ")} with a bearer-proxy build as --a, ` +
       `or one of ${inPlace.map((v) => v.key).join(", ")} with --a forwarder\n`,
@@ -168,15 +174,7 @@ try {
     if (side === FORWARDER) {
       if (which === "b" || !variant)
         return startUndiciForwarder({ core: proxyCore, upstream, certs });
-      // The variant's floor in place: the forwarder running the same dist/ code per request.
-      const { feature, env } = await variant.inPlace({ otlpSink });
-      return startUndiciForwarder({
-        core: proxyCore,
-        upstream,
-        certs,
-        args: ["--feature", feature],
-        env,
-      });
+      return startInPlaceFloor({ variant, otlpSink, core: proxyCore, upstream, certs });
     }
     const flags = values[`${which}-flags`];
     const own = flags === undefined ? undefined : splitFlagSet(flags);

@@ -17,7 +17,13 @@ import {
 import { startOtlpSink } from "./otlp-sink.mjs";
 import { makeRestartable } from "./restart.mjs";
 import { startUpstream } from "./upstreams.mjs";
-import { inPlaceCompetitorKey, selectVariants, startVariant, VARIANT_CASE } from "./variants.mjs";
+import {
+  inPlaceCompetitorKey,
+  selectVariants,
+  startInPlaceFloor,
+  startVariant,
+  VARIANT_CASE,
+} from "./variants.mjs";
 
 /** Competitors `--fresh` starts again before each round (variants: lib/variants.mjs). */
 const RESTARTABLE = ["bearer-proxy", "bearer-proxy-h2", "undici", "fastify"];
@@ -130,19 +136,7 @@ export async function startAll({ settings, tools, ctx, log, problems, skipped })
         const key = inPlaceCompetitorKey(variant.key);
         return {
           key,
-          start: async () => {
-            const { feature, env } = await variant.inPlace({ otlpSink });
-            const started = await startUndiciForwarder({
-              core: proxyCore,
-              upstream,
-              certs,
-              args: ["--feature", feature],
-              env,
-              key,
-              label: `undici forwarder + ${variant.key}'s code (its floor in place)`,
-            });
-            return Object.assign(started, { inPlaceOf: variant.key });
-          },
+          start: () => startInPlaceFloor({ variant, otlpSink, core: proxyCore, upstream, certs }),
         };
       });
   };

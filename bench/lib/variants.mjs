@@ -44,6 +44,7 @@
  */
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { startUndiciForwarder } from "./competitors.mjs";
 import { makeRestartable } from "./restart.mjs";
 import {
   prepareBasicHeaderOnly,
@@ -56,6 +57,25 @@ import { spanAccountKeeper, tracingInPlace, tracingVariant } from "./variant-tra
 /** The competitor key of a variant's in-place floor (the undici forwarder with the feature). */
 export function inPlaceCompetitorKey(variantKey) {
   return `undici+${variantKey}`;
+}
+
+/**
+ * A variant's floor in place: the minimal undici forwarder running the feature's own dist/ code
+ * per request (`variant.inPlace`), on `core` against `upstream`. bench/run.mjs's matrix and
+ * bench/coscheduled.mjs both start it here.
+ */
+export async function startInPlaceFloor({ variant, otlpSink, core, upstream, certs }) {
+  const { feature, env } = await variant.inPlace({ otlpSink });
+  const started = await startUndiciForwarder({
+    core,
+    upstream,
+    certs,
+    args: ["--feature", feature],
+    env,
+    key: inPlaceCompetitorKey(variant.key),
+    label: `undici forwarder + ${variant.key}'s code (its floor in place)`,
+  });
+  return Object.assign(started, { inPlaceOf: variant.key });
 }
 
 /** The case variants are measured in. */
