@@ -8,11 +8,12 @@
  * and its high-water mark as they move (lib/heap-watch.cjs, preloaded): the compilers' working
  * memory, which is what made the cell's peak bimodal.
  *
- *   node bench/peak-probe.mjs [--rounds 3] [--node PATH] [--flags "NODE FLAGS NAME=VALUE…"]
+ *   node bench/peak-probe.mjs [--rounds 3] [--node PATH] [--flags="NODE FLAGS NAME=VALUE…"]
  *
  * FLAGS as bench/footprint.mjs's flag sets (Node flags, and NAME=VALUE words for the
- * environment); default the image's (`--max-semi-space-size=16 MALLOC_ARENA_MAX=2`). Needs
- * `npm run build` and two cores (the proxy on core 0, upstream, emulator and load on core 1).
+ * environment), given with `=` (parseArgs takes a value that starts with - only that way);
+ * default the image's (`--max-semi-space-size=16 MALLOC_ARENA_MAX=2`). Needs `npm run build`
+ * and two cores (the proxy on core 0, upstream, emulator and load on core 1).
  */
 import { readdirSync, readlinkSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
