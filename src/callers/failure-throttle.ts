@@ -93,7 +93,14 @@ export function createFailureThrottle(options: FailureThrottleOptions = {}): Fai
   const blockMs = options.blockMs ?? 60_000;
   const maxBlocked = options.maxBlocked ?? DEFAULT_MAX_BLOCKED_ADDRESSES;
   const now = options.now ?? (() => performance.now());
-  const windows = new LRUCache<string, FailureWindow>({ max: options.maxAddresses ?? 10_000 });
+  const maxAddresses = options.maxAddresses ?? 10_000;
+  // Built at the first failure: lru-cache allocates its slots up front (~220 KiB for 10,000),
+  // and a sidecar whose callers never fail a password, or that names no callers, pays nothing.
+  let windowsIfAny: LRUCache<string, FailureWindow> | undefined;
+  const windows = () => {
+    windowsIfAny ??= new LRUCache<string, FailureWindow>({ max: maxAddresses });
+    return windowsIfAny;
+  };
   /** address → when its block ends; insertion order is end order (every block lasts blockMs). */
   const blocks = new Map<string, number>();
   /** address → verifications running or queued; an entry lives only while one does. */
@@ -116,23 +123,24 @@ export function createFailureThrottle(options: FailureThrottleOptions = {}): Fai
     }
     blocks.delete(key); // an expired entry of its own would keep its old place in the order
     blocks.set(key, at + blockMs);
-    windows.delete(key);
+    windowsIfAny?.delete(key);
   }
 
   function failuresInWindow(key: string, at: number): number {
-    const window = windows.peek(key);
+    const window = windowsIfAny?.peek(key);
     return window && at - window.windowStartMs < windowMs ? window.failures : 0;
   }
 
   function recordFailureOf(key: string): void {
     const at = now();
     if (blockOfKey(key, at)) return;
-    let window = windows.get(key);
+    const windowsNow = windows();
+    let window = windowsNow.get(key);
     // A fixed window per address: simple, and at most 2 × maxFailures guesses slip through
     // around a window edge, which is still a rate of guesses per minute.
     if (!window || at - window.windowStartMs >= windowMs) {
       window = { failures: 0, windowStartMs: at };
-      windows.set(key, window);
+      windowsNow.set(key, window);
     }
     window.failures += 1;
     if (window.failures >= maxFailures) block(key, at);

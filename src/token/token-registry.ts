@@ -129,7 +129,9 @@ export function createTokenRegistry(options: TokenRegistryOptions): TokenRegistr
   // Sources handed to a reload's new registry: leaving this cache must not close them.
   const handedOver = new Map<string, TokenProvider>();
   const cache = new LRUCache<string, TokenProvider>({
-    max: options.maxSources,
+    // Never more than the configuration's credentials: lru-cache allocates every slot up front
+    // (~440 KiB for the default 20,000), which a one-credential sidecar would hold for nothing.
+    max: Math.max(1, Math.min(options.maxSources, groups.size)),
     dispose: (source, key) => {
       if (handedOver.get(key) !== source) source.close();
     },
