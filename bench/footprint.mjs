@@ -55,7 +55,7 @@ const REPO_DIR = fileURLToPath(new URL("..", import.meta.url));
 const FORWARDER_SCRIPT = join(REPO_DIR, "bench/baselines/undici-forwarder.mjs");
 /**
  * What ships: the bundle is what the image, the chart and the npm package's `bearer-proxy` run.
- * tsc's dist/cli.js (node_modules beside it) idles ~14 MiB higher on Node 24, which the
+ * tsc's dist/cli.js (node_modules beside it) idles ~12 MiB higher on Node 24, which the
  * fifteenth pass took for a slow host (bench/PROFILE.md, sixteenth pass).
  */
 const CLI = process.env.BENCH_BEARER_PROXY_CLI ?? join(REPO_DIR, "dist", "bundle", "cli.cjs");
