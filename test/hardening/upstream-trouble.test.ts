@@ -180,7 +180,10 @@ describe("upstream trouble, whole app", () => {
       // Status 200 was already sent: the only honest signal left is a truncated body.
       expect(broken.status).toBe(0);
       expect(broken.code).toMatch(/^transport:/);
-      expect(healthy.length).toBeGreaterThan(5);
+      // How many healthy requests fit in 500 ms is the machine's business (CI once got 3 with
+      // four test files on two cores); that every one of them succeeded is the proxy's. The
+      // count only keeps `every` from passing on nothing: each worker sends at least one.
+      expect(healthy.length).toBeGreaterThanOrEqual(2);
       expect(healthy.every((a) => a.status === 200)).toBe(true);
       await waitFor(() => requestLog(aut, path) !== undefined, "the request log line");
       expect(requestLog(aut, path)).toMatchObject({
