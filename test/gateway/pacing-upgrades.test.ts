@@ -85,9 +85,11 @@ describe("WebSocket handshakes through the pacing gate", () => {
           upstreamEntry("strict", open.origin, emulator, {
             rateLimit: { requests: 2, per: "10s", wait: "1s" },
           }),
-          // One every 2.04 s, a wait of 2.5 s: one handshake may wait, a second may not.
+          // One every 5.1 s, a wait of 6 s: one handshake may wait, a second may not. Long, so
+          // that a loaded machine has 4 s, not 1.5, to get the test's steps in before the
+          // second's wait would fit (CI once took longer than 1.5 s with 2 s and 2.5 s).
           upstreamEntry("hangup", open.origin, emulator, {
-            rateLimit: { requests: 1, per: "2s", wait: "2.5s" },
+            rateLimit: { requests: 1, per: "5s", wait: "6s" },
           }),
         ],
       },
@@ -191,18 +193,18 @@ describe("WebSocket handshakes through the pacing gate", () => {
   it("a client that hangs up while it waits gives its turn back, unsent", async () => {
     const queued = async () => (await upstreamStatus(gateway.adminUrl, "hangup")).rateLimit?.queued;
     const before = open.arrivals.length;
-    // The first takes the free turn; the second waits for the next, ~2 s away.
+    // The first takes the free turn; the second waits for the next, ~5 s away.
     const first = await handshake(wsUrl("/hangup/first"));
     expect(first.status).toBe(101);
     const leaving = new WebSocket(wsUrl("/hangup/leaving"));
     leaving.on("error", () => {});
     await waitFor(async () => (await queued()) === 1, "the second handshake waiting");
     leaving.terminate();
-    // Well before its turn would have come (2 s): the hang-up ended the wait, not the turn.
-    await waitFor(async () => (await queued()) === 0, "the wait ended by the hang-up", 1_500);
+    // Well before its turn would have come (5 s): the hang-up ended the wait, not the turn.
+    await waitFor(async () => (await queued()) === 0, "the wait ended by the hang-up", 3_000);
 
-    // Its turn is free again: a new handshake gets it (within its 2.5 s wait), and one more
-    // after that would wait ~4 s, too long, so it is refused at once.
+    // Its turn is free again: a new handshake gets it (within its 6 s wait), and one more
+    // after that would wait ~10 s, too long, so it is refused at once.
     const taking = handshake(wsUrl("/hangup/taking"));
     await waitFor(async () => (await queued()) === 1, "the third handshake waiting");
     const tooLate = await handshake(wsUrl("/hangup/too-late"));
