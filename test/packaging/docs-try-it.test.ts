@@ -62,16 +62,27 @@ interface Run {
 
 const runs: Run[] = [];
 
+/** Below the test's own timeout (120 s), so a hung block reports its output. */
+const BLOCK_DEADLINE_MS = 100_000;
+
+/** How long a block's output is waited for once bash has exited. */
+const OUTPUT_DRAIN_MS = 5_000;
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(-child.pid!, signal);
+    return true;
+  } catch {
+    return false; // no process of the group is left
+  }
+}
+
 afterEach(async () => {
   // The block's own `kill %1 …` ends its background jobs when it gets there; after a failure,
   // end the whole process group (bash, emulators, proxies, redis) here.
   for (const run of runs.splice(0)) {
     for (const signal of ["SIGTERM", "SIGKILL"] as const) {
-      try {
-        process.kill(-run.child.pid!, signal);
-      } catch {
-        break; // no process of the group is left
-      }
+      if (!killGroup(run.child, signal)) break;
       await new Promise((r) => setTimeout(r, 1_000));
     }
     rmSync(run.dir, { recursive: true, force: true });
@@ -105,7 +116,27 @@ async function runBlock(text: string): Promise<{ code: number | null; output: st
     output += chunk.toString();
   });
   const done = new Promise<{ code: number | null; output: string }>((resolve) => {
-    child.on("close", (code) => resolve({ code, output }));
+    // A block that hangs fails with what it printed, not with vitest's bare timeout.
+    const deadline = setTimeout(() => {
+      output += `\n[the block was still running after ${BLOCK_DEADLINE_MS / 1000} s: stopped]\n`;
+      killGroup(child, "SIGKILL");
+    }, BLOCK_DEADLINE_MS);
+    // The block ends when bash does. A background job it started and did not end (or that is
+    // slow to) may still hold the output pipe open: its output is waited for, briefly, and the
+    // group is ended by afterEach.
+    child.on("exit", (code, signal) => {
+      clearTimeout(deadline);
+      const drained = setTimeout(() => {
+        console.warn(
+          `try-it block: background jobs still hold its output ${OUTPUT_DRAIN_MS} ms after bash exited`,
+        );
+        resolve({ code: code ?? (signal ? 128 : null), output });
+      }, OUTPUT_DRAIN_MS);
+      child.on("close", () => {
+        clearTimeout(drained);
+        resolve({ code: code ?? (signal ? 128 : null), output });
+      });
+    });
   });
   runs.push({ child, done, dir });
   return done;
