@@ -126,15 +126,16 @@ async function runBlock(text: string): Promise<{ code: number | null; output: st
     // group is ended by afterEach.
     child.on("exit", (code, signal) => {
       clearTimeout(deadline);
+      const finish = () => resolve({ code: code ?? (signal ? 128 : null), output });
       const drained = setTimeout(() => {
         console.warn(
           `try-it block: background jobs still hold its output ${OUTPUT_DRAIN_MS} ms after bash exited`,
         );
-        resolve({ code: code ?? (signal ? 128 : null), output });
+        finish();
       }, OUTPUT_DRAIN_MS);
       child.on("close", () => {
         clearTimeout(drained);
-        resolve({ code: code ?? (signal ? 128 : null), output });
+        finish();
       });
     });
   });
