@@ -8,12 +8,13 @@
  * the global install going to a temporary prefix (npm_config_prefix, its bin first on the PATH).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REMOVE_TREE_TIMEOUT_MS, removeTree } from "../helpers/temp-tree.js";
 import { codeBlocks } from "./docs-tools.js";
 
 const run = promisify(execFile);
@@ -165,9 +166,7 @@ beforeAll(async () => {
   npmCi = await inClone("npm", ["ci", "--no-audit", "--no-fund"]);
 }, 600_000);
 
-afterAll(() => {
-  if (clone) rmSync(clone, { recursive: true, force: true });
-}, 120_000);
+afterAll(() => removeTree(clone), REMOVE_TREE_TIMEOUT_MS);
 
 describe("a fresh clone: npm ci && npm start", () => {
   it("npm ci succeeds without an EBADENGINE warning, and builds dist/", () => {
@@ -229,9 +228,7 @@ describe("the README's Install section, as written, in the clone", () => {
   beforeAll(() => {
     prefix = mkdtempSync(join(tmpdir(), "bp-global-prefix-"));
   });
-  afterAll(() => {
-    if (prefix) rmSync(prefix, { recursive: true, force: true });
-  });
+  afterAll(() => removeTree(prefix), REMOVE_TREE_TIMEOUT_MS);
 
   it("has the clone's commands, the packed tarball's, the image's and the single executable's", () => {
     const blocks = readmeInstallBlocks();

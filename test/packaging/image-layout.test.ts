@@ -5,11 +5,12 @@
  * native bcrypt addon, and no package.json.
  */
 import { execFile } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REMOVE_TREE_TIMEOUT_MS, removeTree } from "../helpers/temp-tree.js";
 import { exerciseDemo } from "./demo-process.js";
 import { args, DOCKERFILE, parseDockerfile } from "./dockerfile-parse.js";
 import { REPO_ROOT } from "./schema-tools.js";
@@ -43,9 +44,7 @@ beforeAll(() => {
   ];
 });
 
-afterAll(() => {
-  if (root) rmSync(root, { recursive: true, force: true });
-});
+afterAll(() => removeTree(root), REMOVE_TREE_TIMEOUT_MS);
 
 describe("the image's runtime files", () => {
   it("hold no node_modules where the bundle could find a dependency, but @node-rs", () => {

@@ -5,11 +5,12 @@
  * in devDependencies and files left out of package.json "files".
  */
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REMOVE_TREE_TIMEOUT_MS, removeTree } from "../helpers/temp-tree.js";
 import { exerciseDemo } from "./demo-process.js";
 
 const run = promisify(execFile);
@@ -63,9 +64,7 @@ beforeAll(async () => {
   imageNode = join(nodeDir, "node_modules/.bin/node");
 }, 240_000);
 
-afterAll(() => {
-  if (work) rmSync(work, { recursive: true, force: true });
-});
+afterAll(() => removeTree(work), REMOVE_TREE_TIMEOUT_MS);
 
 async function exercise(node: string) {
   expect(cli).toMatch(/dist\/bundle\/cli\.cjs$/);
