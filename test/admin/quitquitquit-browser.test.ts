@@ -52,13 +52,13 @@ describe.skipIf(skip)("/quitquitquit against a hostile page in a real browser", 
     await new Promise<void>((resolve) => page.listen(0, "127.0.0.1", resolve));
     pageOrigin = `http://127.0.0.1:${(page.address() as AddressInfo).port}`;
     browser = await launchChromium();
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     await browser?.close();
     await admin?.app.close();
     await new Promise<void>((resolve) => (page ? page.close(() => resolve()) : resolve()));
-  });
+  }, 120_000);
 
   it("a form, a no-cors fetch and a JSON fetch from another origin all fail to stop the proxy", async () => {
     const context = await browser.newContext();

@@ -19,6 +19,19 @@ const TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJicm93c2VyIn0.browser-token-b71c";
 
 const skip = skipWithoutChromium;
 
+/**
+ * Time for steps that wait on Chromium (starting it, closing it, a test's navigations): vitest's
+ * 30 s default was too little on a loaded CI machine. Nothing here measures time, so a generous
+ * budget only changes how long a broken page takes to fail.
+ */
+const BROWSER_HOOK_MS = 120_000;
+const BROWSER_TEST_MS = 90_000;
+/**
+ * Waiting for the page's script to swap in new data (200 ms after typing, or at its refresh
+ * every 5 s): six refresh periods. A page that never swaps it in still fails.
+ */
+const REFRESH_WAIT_MS = 30_000;
+
 /** What a person sees: rendered text (innerText), not the DOM's textContent. */
 function visibleText(locator: Locator): Promise<string> {
   return locator.innerText();
@@ -73,14 +86,16 @@ describe.skipIf(skip)("status page in a real headless browser", () => {
     admin.metrics.errorsTotal.inc({ upstream: "scripts", code: "token_unavailable" }, 12);
     url = `${await admin.app.listen({ host: "127.0.0.1", port: 0 })}/status`;
     browser = await launchChromium();
-  });
+  }, BROWSER_HOOK_MS);
 
   afterAll(async () => {
     await browser?.close();
     await admin?.app.close();
-  });
+  }, BROWSER_HOOK_MS);
 
-  it("shows each upstream with its state and fingerprint, and no secret or token", async () => {
+  it("shows each upstream with its state and fingerprint, and no secret or token", {
+    timeout: BROWSER_TEST_MS,
+  }, async () => {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const page = await context.newPage();
     const blocked: string[] = [];
@@ -151,7 +166,9 @@ describe.skipIf(skip)("status page in a real headless browser", () => {
     }
   });
 
-  it("refreshes its data in place, keeping what the operator typed", async () => {
+  it("refreshes its data in place, keeping what the operator typed", {
+    timeout: BROWSER_TEST_MS,
+  }, async () => {
     const context = await browser.newContext();
     const page = await context.newPage();
     let loads = 0;
@@ -167,6 +184,8 @@ describe.skipIf(skip)("status page in a real headless browser", () => {
               document: { querySelectorAll(s: string): { length: number } };
             }
           ).document.querySelectorAll("tr[data-upstream]").length === 1,
+        undefined,
+        { timeout: REFRESH_WAIT_MS },
       );
       admin.statuses.set("files", failedStatus("BP_ERR_TOKEN_NETWORK", "connect ECONNREFUSED"));
       // The script fetches the data every 5 s and swaps it in; no navigation happens.
@@ -180,7 +199,7 @@ describe.skipIf(skip)("status page in a real headless browser", () => {
             .querySelector('tr[data-upstream="files"]')
             ?.textContent.includes("failed") === true,
         undefined,
-        { timeout: 15_000 },
+        { timeout: REFRESH_WAIT_MS },
       );
       expect(await rowOf(page, "files")).toMatch(/^files failed/);
       expect(await page.locator('input[name="q"]').inputValue()).toBe("fil");

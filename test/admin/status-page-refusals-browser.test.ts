@@ -39,6 +39,16 @@ const DENIALS: Denial[] = [
   },
 ];
 
+/**
+ * Time for steps that wait on Chromium (starting it, closing it, a test's navigations): vitest's
+ * 30 s default was too little on a loaded CI machine. Nothing here measures time, so a generous
+ * budget only changes how long a broken page takes to fail.
+ */
+const BROWSER_HOOK_MS = 120_000;
+const BROWSER_TEST_MS = 90_000;
+/** Waiting for the page's in-place refresh (every 5 s): six of its periods. */
+const REFRESH_WAIT_MS = 30_000;
+
 /** Rendered text, whitespace collapsed. */
 async function textOf(locator: Locator): Promise<string> {
   return (await locator.innerText()).replace(/\s+/g, " ").trim();
@@ -112,12 +122,12 @@ describe.skipIf(skipWithoutChromium)(
       finish(429, "rate_limited");
       origin = await admin.app.listen({ host: "127.0.0.1", port: 0 });
       browser = await launchChromium();
-    });
+    }, BROWSER_HOOK_MS);
 
     afterAll(async () => {
       await browser?.close();
       await admin?.app.close();
-    });
+    }, BROWSER_HOOK_MS);
 
     async function open(path: string): Promise<{ page: Page; close: () => Promise<void> }> {
       const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
@@ -128,7 +138,9 @@ describe.skipIf(skipWithoutChromium)(
       return { page, close: () => context.close() };
     }
 
-    it("shows refusals apart from problems, with route, API version and allow rules", async () => {
+    it("shows refusals apart from problems, with route, API version and allow rules", {
+      timeout: BROWSER_TEST_MS,
+    }, async () => {
       const { page, close } = await open("/status");
       try {
         expect(await textOf(page.locator(".problem-list"))).toContain("Problems (0)");
@@ -168,7 +180,9 @@ describe.skipIf(skipWithoutChromium)(
       }
     });
 
-    it("/status/upstreams/<name> opens the page on that upstream, which stays open as it refreshes", async () => {
+    it("/status/upstreams/<name> opens the page on that upstream, which stays open as it refreshes", {
+      timeout: BROWSER_TEST_MS,
+    }, async () => {
       const { page, close } = await open("/status/upstreams/sheets");
       try {
         const detail = page.locator('section.detail[data-upstream="sheets"]');
@@ -187,7 +201,7 @@ describe.skipIf(skipWithoutChromium)(
                 .document.body.dataset.refreshes ?? "0",
             ) >= 1,
           undefined,
-          { timeout: 20_000 },
+          { timeout: REFRESH_WAIT_MS },
         );
         expect(await page.locator('section.detail[data-upstream="sheets"]').count()).toBe(1);
 

@@ -20,7 +20,7 @@ import { waitFor } from "../helpers/wait.js";
 /**
  * Issue 23: who may call changes without a restart. A reload that removes a user's rule refuses
  * that user at once and one that adds a rule admits at once; the htpasswd file edited on disk
- * (a user removed, a password changed) applies within about two seconds.
+ * (a user removed, a password changed) applies at the next poll, about a second later.
  */
 
 const CRON = { user: "reporting-cron", password: "cron-Pw9xQ" };
@@ -30,6 +30,15 @@ const BOB_NEW = "bob-new-pw";
 const DANA = { user: "dana", password: "dana-pw" };
 const USERS_FILE = "callers.htpasswd";
 const RELOADED = "callers.basic users file reloaded";
+/**
+ * The users file is polled every second (DEFAULT_CALLERS_POLL_INTERVAL_MS), so a change is seen
+ * in about 1 s. The bound leaves 4 s for a loaded machine's timers and event loop; a file that
+ * is not polled is never seen, and one polled every 10 s (first poll 10 s after start, the
+ * tests' first change well under a second after it) misses the bound. The wait is twice the
+ * bound so that a late reload is reported with its time.
+ */
+const FILE_CHANGE_BOUND_MS = 5_000;
+const FILE_CHANGE_WAIT_MS = 2 * FILE_CHANGE_BOUND_MS;
 
 describe("caller rules and users change live", () => {
   let emulator: Emulator;
@@ -75,7 +84,7 @@ describe("caller rules and users change live", () => {
     await waitFor(
       () => logsMatching(gateway.records, RELOADED).length > reloadsBefore,
       "the users file reload",
-      2_500,
+      FILE_CHANGE_WAIT_MS,
     );
     return performance.now() - startedMs;
   };
@@ -115,9 +124,10 @@ describe("caller rules and users change live", () => {
     expect((await statusOf(BOB)).status).toBe(200);
   });
 
-  it("a user removed from the users file gets 407 within ~2 s, with no restart", async () => {
+  it("a user removed from the users file gets 407 at the next poll (~1 s), with no restart", async () => {
     const waitedMs = await rewriteUsers({ [ALICE.user]: ALICE.password, [BOB.user]: BOB.password });
-    expect(waitedMs).toBeLessThan(2_500);
+    console.log(`[issue 23] users file change seen after ${Math.round(waitedMs)} ms`);
+    expect(waitedMs).toBeLessThan(FILE_CHANGE_BOUND_MS);
     const refused = await statusOf(CRON);
     expect(refused.status).toBe(407);
     expect(errorCode(refused.text)).toBe("caller_unauthenticated");
@@ -146,7 +156,7 @@ describe("caller rules and users change live", () => {
     await waitFor(
       () => logsMatching(gateway.records, RELOADED).length > reloadsBefore,
       "the users file reload",
-      2_500,
+      FILE_CHANGE_WAIT_MS,
     );
     expect((await statusOf(DANA, "127.0.0.7")).status).toBe(200);
   });

@@ -32,7 +32,7 @@ describe("pacing across a config reload", () => {
         ...extra,
       ],
     });
-    gateway = await startAppUnderTest({ caPem: pki.caPem, config: document(2) });
+    gateway = await startAppUnderTest({ caPem: pki.caPem, config: document(1) });
     expect((await send(`${gateway.url}/reports/echo`)).status).toBe(200);
   }, 30_000);
 
@@ -59,9 +59,12 @@ describe("pacing across a config reload", () => {
   };
 
   it("an unchanged upstream keeps its queue and its pace through a reload", async () => {
+    // The warm-up request's turn (1.02 s apart at 1 per second) is over: the burst starts fresh.
     await sleep(1_100);
     const before = upstream.requests.length;
-    // 8 at 2 per second: about 3.5 s; the reload comes while most of them wait.
+    // 8 at 1 per second, turns 1.02 s apart (the pacer's 2% margin): the first goes at once, the
+    // 8th 7.14 s later; the reload comes while most of them wait (5 or more until 3.06 s).
+    const burstAtMs = performance.now();
     const answers = burst(`${gateway.url}/reports/echo`, 8);
     await waitFor(
       async () =>
@@ -69,19 +72,31 @@ describe("pacing across a config reload", () => {
       "requests waiting for their turn",
     );
     await reload(
-      document(2, [
+      document(1, [
         upstreamEntry("files", upstream.origin, emulator, { match: { pathPrefix: "/files/" } }),
       ]),
     );
     const status = await upstreamStatus(gateway.adminUrl, "reports");
-    expect(status.rateLimit?.queued).toBeGreaterThanOrEqual(4);
-    // A request after the reload queues behind those already waiting (one budget).
-    const late = await send(`${gateway.url}/reports/echo`);
+    const reloadedInMs = performance.now() - burstAtMs;
+    // At least 4 wait until 4.08 s into the burst; a fresh pacer would show none.
+    expect(
+      status.rateLimit?.queued,
+      `read ${Math.round(reloadedInMs)} ms in`,
+    ).toBeGreaterThanOrEqual(4);
+    // A request after the reload queues behind those already waiting (one budget): its turn is
+    // the 9th, 8 × 1.02 s after the first, which went no sooner than the burst was sent. A fresh
+    // pacer would send it at once, ahead of those still waiting.
+    const late = await send(`${gateway.url}/reports/echo/late`);
+    const lateDoneMs = performance.now() - burstAtMs;
     const results = await answers;
     expect(results.map((a) => a.status)).toEqual(Array(8).fill(200));
     expect(late.status).toBe(200);
-    expect(late.ms).toBeGreaterThan(2_500);
-    expect(upstream.requests.length - before).toBe(9);
+    const arrived = upstream.requests.slice(before).map((r) => r.url);
+    expect(arrived).toEqual([...Array(8).fill("/echo"), "/echo/late"]);
+    expect(lateDoneMs).toBeGreaterThan(8_000);
+    console.log(
+      `reload read ${Math.round(reloadedInMs)} ms into the burst; the late request sent ${Math.round(lateDoneMs - late.ms)} ms in, answered ${Math.round(lateDoneMs)} ms in`,
+    );
   }, 30_000);
 
   it("a changed rateLimit paces by the new limit", async () => {

@@ -10,9 +10,16 @@ export const CHROMIUM = "/usr/bin/chromium";
 /** Locally the tests need Debian's chromium; in CI (.ci/run installs it) they must never skip. */
 export const skipWithoutChromium = !existsSync(CHROMIUM) && !process.env.CI;
 
+/**
+ * Playwright gives a launch 30 s, as much as a whole hook by default; on a loaded CI machine (four
+ * test workers on two cores) a launch gets 90 s, and the hooks that call it allow 120 s.
+ */
+const LAUNCH_TIMEOUT_MS = 90_000;
+
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
+    timeout: LAUNCH_TIMEOUT_MS,
     args: [
       "--headless",
       "--no-sandbox",

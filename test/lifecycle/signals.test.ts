@@ -37,7 +37,8 @@ describe.concurrent("bearer-proxy run: signals and /quitquitquit", () => {
       timeout: "3s",
     });
     proc.child.kill("SIGTERM");
-    // The first signal was handled once readiness fails; the second comes ≥ 600 ms after that.
+    // The first signal was handled once readiness fails; the second comes ≥ 700 ms after that
+    // (the child treats one within 500 ms as the same Ctrl-C).
     await pollUntil(async () => (await readyzStatus(adminUrl)) === 503, 5_000, "readyz 503");
     await sleep(700);
     const secondAtMs = performance.now();
@@ -46,7 +47,8 @@ describe.concurrent("bearer-proxy run: signals and /quitquitquit", () => {
     expect(signal).toBeNull();
     expect(code).not.toBe(0);
     expect(code).toBe(1);
-    expect(atMs - secondAtMs).toBeLessThan(2_000);
+    // At once: the drain alone would take 20 s.
+    expect(atMs - secondAtMs).toBeLessThan(5_000);
     expect(
       logRecords(proc.stdout()).find((r) => r.msg === "second signal: exiting now"),
     ).toMatchObject({
@@ -56,8 +58,9 @@ describe.concurrent("bearer-proxy run: signals and /quitquitquit", () => {
   });
 
   it("two SIGINTs 5 ms apart (one Ctrl-C under npm) are one graceful shutdown: exit 0", async () => {
+    // A 3 s drain: readiness, then a proxied request, fit in it even in a loaded child.
     const { proc, proxyUrl, adminUrl } = await startRun("double-sigint", {
-      drainDelay: "1s",
+      drainDelay: "3s",
       timeout: "3s",
     });
     const firstAtMs = performance.now();
@@ -69,14 +72,16 @@ describe.concurrent("bearer-proxy run: signals and /quitquitquit", () => {
     expect((await httpCall(`${proxyUrl}/platform/v1/spreadsheets/ctrl-c`)).status).toBe(200);
     const { code, signal, atMs } = await proc.exited;
     expect({ code, signal }).toEqual({ code: 0, signal: null });
-    expect(atMs - firstAtMs).toBeGreaterThanOrEqual(950);
+    // Exited after the whole drain, not at the second SIGINT.
+    expect(atMs - firstAtMs).toBeGreaterThanOrEqual(2_950);
     expect(proc.stdout()).not.toContain("second signal");
     expect(logRecords(proc.stdout()).find((r) => r.reason === "SIGINT")).toBeDefined();
   });
 
   it("POST /quitquitquit from loopback answers 202, drains and exits 0", async () => {
+    // A 3 s drain: readiness, then a proxied request, fit in it even in a loaded child.
     const { proc, proxyUrl, adminUrl } = await startRun("quit", {
-      drainDelay: "1s",
+      drainDelay: "3s",
       timeout: "3s",
     });
     // Only POST quits.
@@ -91,7 +96,7 @@ describe.concurrent("bearer-proxy run: signals and /quitquitquit", () => {
     });
     expect(quit.status).toBe(202);
     expect(JSON.parse(quit.body)).toEqual({ status: "quitting" });
-    await pollUntil(async () => (await readyzStatus(adminUrl)) === 503, 1_000, "readyz 503");
+    await pollUntil(async () => (await readyzStatus(adminUrl)) === 503, 2_000, "readyz 503");
     expect((await httpCall(`${proxyUrl}/platform/v1/spreadsheets/quit`)).status).toBe(200);
     // A second request is accepted and changes nothing.
     expect(

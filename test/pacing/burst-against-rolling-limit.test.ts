@@ -63,9 +63,10 @@ describe("pacing a burst against an upstream that counts any rolling second", ()
     expect(statuses.filter((s) => s === 200)).toHaveLength(100);
     expect(upstream.rejected()).toBe(0);
     expect(upstream.maxInAnyWindow()).toBeLessThanOrEqual(LIMIT);
-    // 6 at once, 44 every 26 ms, 6 more once the first are 1.3 s old, 44 every 26 ms: ~2.44 s.
+    // 6 at once, 44 every 26 ms, 6 more once the first are 1.3 s old, 44 every 26 ms: ~2.44 s,
+    // never less; the upper bound leaves a loaded machine 2.5 s for the requests' round trips.
     expect(tookMs).toBeGreaterThan(2_400);
-    expect(tookMs).toBeLessThan(3_500);
+    expect(tookMs).toBeLessThan(5_000);
   });
 
   it("fixed window: the upstream sees about twice its limit within one second", async () => {

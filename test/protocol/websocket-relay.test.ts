@@ -65,7 +65,9 @@ describe("WebSocket relay with injected credentials", () => {
             name: "idle",
             baseUrl: upstream.origin,
             match: { pathPrefix: "/idle" },
-            timeouts: { upgradeIdle: "400ms" },
+            // Proxy, upstream and client share this event loop: a stall on a loaded machine is
+            // silence to the relay, so the idle time is well above any stall we expect.
+            timeouts: { upgradeIdle: "1s" },
           },
         ],
       },
@@ -184,18 +186,33 @@ describe("WebSocket relay with injected credentials", () => {
     const before = upstream.closes.length;
     const ws = await open(`ws://127.0.0.1:${proxy.port}/idle/x`);
     const done = closed(ws);
-    // 1.2 s of traffic, a message every 100 ms: never 400 ms idle.
-    for (let i = 0; i < 12; i++) {
+    // 3 s of traffic (3× upgradeIdle), a message every 100 ms: never 1 s idle. A relay that
+    // did not count traffic as activity would close it at 1 s.
+    const trafficStarted = performance.now();
+    for (let i = 0; i < 30; i++) {
       const echoed = nextMessage(ws);
       ws.send(`ping ${i}`);
-      await echoed;
+      // A tunnel that dies here fails now, with the reason, not at the test's timeout.
+      const early = await Promise.race([echoed.then(() => undefined), done]);
+      if (early !== undefined) {
+        const afterMs = Math.round(performance.now() - trafficStarted);
+        expect.fail(`tunnel closed (${early.code}) at ping ${i}, ${afterMs} ms into the traffic`);
+      }
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(ws.readyState).toBe(WebSocket.OPEN);
-    const startedWaiting = Date.now();
-    const { code } = await done;
-    expect(code).toBe(1006);
-    expect(Date.now() - startedWaiting).toBeLessThan(5_000);
+    // Then silence: upgradeIdle is 1 s; a relay without an idle timer keeps it open for good,
+    // which fails here after 5 s, not at the test's timeout.
+    let giveUp: NodeJS.Timeout | undefined;
+    const silenceEnded = await Promise.race([
+      done,
+      new Promise<undefined>((resolve) => {
+        giveUp = setTimeout(() => resolve(undefined), 5_000);
+      }),
+    ]);
+    clearTimeout(giveUp);
+    expect(silenceEnded, "no close within 5 s of silence").toBeDefined();
+    expect(silenceEnded!.code).toBe(1006);
     await eventually(() => upstream.closes.length > before, 5_000, "server saw the close");
   });
 });

@@ -11,7 +11,12 @@ import {
   startRedisServer,
 } from "../helpers/redis-server.js";
 
-const COMMAND_TIMEOUT_MS = 200;
+/**
+ * Long enough that "waited one command timeout" and "waited none" (or "waited two") are far
+ * apart on a loaded CI machine: the bounds below sit halfway between the right and the wrong
+ * outcome, not 100–250 ms above the right one as they did with a 200 ms timeout.
+ */
+const COMMAND_TIMEOUT_MS = 1_000;
 
 async function gauge(metrics: Metrics): Promise<number | undefined> {
   return (await metrics.redisUp.get()).values[0]?.value;
@@ -83,9 +88,11 @@ describe.skipIf(skipWithoutRedis)("redis token cache: Redis down or slow", () =>
     });
     expect(JSON.stringify(warnings()[0])).not.toContain("s3cret");
     // No command waits for a dead Redis: fallback costs about nothing beyond the local fetch.
+    // The slowest (the first, while the client notices) pays at most one command timeout, not
+    // two; the typical one none at all (about a millisecond against a whole timeout).
     latenciesMs.sort((x, y) => x - y);
-    expect(latenciesMs[latenciesMs.length - 1]).toBeLessThan(COMMAND_TIMEOUT_MS + 100);
-    expect(latenciesMs[Math.floor(latenciesMs.length / 2)]).toBeLessThan(20);
+    expect(latenciesMs[latenciesMs.length - 1]).toBeLessThan(1.5 * COMMAND_TIMEOUT_MS);
+    expect(latenciesMs[Math.floor(latenciesMs.length / 2)]).toBeLessThan(COMMAND_TIMEOUT_MS / 10);
 
     await server.restart();
     await eventually(() => cache.state() === "up");
@@ -111,14 +118,15 @@ describe.skipIf(skipWithoutRedis)("redis token cache: Redis down or slow", () =>
       let started = performance.now();
       await get("while-paused-1");
       const firstMs = performance.now() - started;
+      // One command timeout: not none (it did ask), not two, not until Redis answers again.
       expect(firstMs).toBeGreaterThanOrEqual(COMMAND_TIMEOUT_MS - 20);
-      expect(firstMs).toBeLessThan(COMMAND_TIMEOUT_MS + 250);
+      expect(firstMs).toBeLessThan(1.5 * COMMAND_TIMEOUT_MS);
       expect(cache.state()).toBe("down");
       expect(await gauge(metrics)).toBe(0);
       // Within the probe delay Redis is skipped, so the next requests don't pay the timeout.
       started = performance.now();
       await get("while-paused-2");
-      expect(performance.now() - started).toBeLessThan(100);
+      expect(performance.now() - started).toBeLessThan(COMMAND_TIMEOUT_MS / 2);
       expect(warnings()).toHaveLength(1);
     } finally {
       server.resume();
@@ -137,7 +145,9 @@ describe.skipIf(skipWithoutRedis)("redis token cache: Redis down or slow", () =>
     const { metrics, cache, get, warnings } = setup(gone.url);
     const started = performance.now();
     expect((await get()).accessToken).toBe("token-1");
-    expect(performance.now() - started).toBeLessThan(COMMAND_TIMEOUT_MS + 100);
+    // A refused connection is known at once: no command timeout (let alone the connect
+    // timeout) is paid.
+    expect(performance.now() - started).toBeLessThan(COMMAND_TIMEOUT_MS / 2);
     expect(cache.state()).toBe("down");
     expect(await gauge(metrics)).toBe(0);
     expect((await get("again")).accessToken).toBe("token-2");

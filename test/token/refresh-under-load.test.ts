@@ -2,8 +2,14 @@
  * REAL-TIME TEST (~12 s): the emulator issues 3-second tokens (expires_in 2, it reports one second
  * less than the lifetime), the token source runs on the real clock, and constant load asks for
  * tokens and uses them on the API. Shows zero failures, zero waits once warm, no token used
- * after expiry, and a token request count matching background refreshes at 75–85% of lifetime.
+ * after expiry, and a token request count matching background refreshes at 50–60% of lifetime.
  * The long variant (30 s and more, through the proxy) is bench/token-refresh-soak.mjs.
+ *
+ * Why 50–60% and not the default 75–85%: a token is usable until 90% of its 2 s (the 10%
+ * margin), so the default left 100–300 ms for a late timer plus a TLS fetch to an emulator on
+ * the same busy event loop, six or seven times a run; a loaded CI machine missed that. At
+ * 50–60% the refresh has 600–800 ms (the 1 s minRefreshInterval is still met), while a source
+ * that only fetched on demand would still wait once a token.
  */
 import { describe, expect, it } from "vitest";
 import { createTokenSource } from "../../src/token/token-source.js";
@@ -12,12 +18,15 @@ import { callApi, emulatorSpec, tokenDispatcher } from "./emulator-support.js";
 import { captureLogs, DEFAULT_POLICY } from "./helpers.js";
 
 const RUN_MS = 12_000;
+/** Refresh between 50% and 60% of the lifetime (see above). */
+const REFRESH_WINDOW = [0.5, 0.6] as const;
+const MEAN_REFRESH_FRACTION = (REFRESH_WINDOW[0] + REFRESH_WINDOW[1]) / 2;
 const emulator = useEmulator({ tokenLifetimeSeconds: 3 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("refresh under constant load (real clock, 3-second tokens)", () => {
-  it("zero failures, zero waits when warm, token requests ≈ run / (0.8 × lifetime)", {
+  it("zero failures, zero waits when warm, token requests ≈ run / (0.55 × lifetime)", {
     timeout: 20_000,
   }, async () => {
     const spec = emulatorSpec(emulator(), "default");
@@ -27,7 +36,7 @@ describe("refresh under constant load (real clock, 3-second tokens)", () => {
     const source = createTokenSource({
       upstream: "emu",
       spec,
-      policy: DEFAULT_POLICY,
+      policy: { ...DEFAULT_POLICY, refreshWindow: REFRESH_WINDOW },
       dispatcher,
       logger: logs.logger,
     });
@@ -74,8 +83,8 @@ describe("refresh under constant load (real clock, 3-second tokens)", () => {
     await apiDispatcher.close();
     await dispatcher.close();
 
-    // Refreshes start 75–85% into each token's life: RUN_MS / (0.8 × lifetime) on average.
-    const expected = RUN_MS / (0.8 * lifetimeMs);
+    // Refreshes start 50–60% into each token's life: RUN_MS / (0.55 × lifetime) on average.
+    const expected = RUN_MS / (MEAN_REFRESH_FRACTION * lifetimeMs);
     console.log(
       `refresh-under-load: lifetime ${lifetimeMs} ms, ${RUN_MS} ms run, token requests ${tokenRequests} (expected ≈ ${expected.toFixed(1)}), ` +
         `getToken ${counts.getToken}, failures ${counts.failures}, waits ${counts.waits}, ` +
@@ -88,8 +97,15 @@ describe("refresh under constant load (real clock, 3-second tokens)", () => {
     expect(counts.apiRejected).toBe(0);
     expect(counts.getToken).toBeGreaterThan(1_000);
     expect(counts.apiCalls).toBeGreaterThan(100);
-    expect(tokenRequests).toBeGreaterThanOrEqual(Math.floor(RUN_MS / (0.85 * lifetimeMs + 150)));
-    expect(tokenRequests).toBeLessThanOrEqual(Math.ceil(RUN_MS / (0.75 * lifetimeMs)));
+    // One refresh per 1.0–1.2 s (plus a late timer's delay): 10–12 in 12 s. Bounds: a timer 300
+    // ms late on average still makes 8; refreshing only at the 90% margin would make 6, a
+    // refresh per 0.8 s or less 15 and more.
+    expect(tokenRequests).toBeGreaterThanOrEqual(
+      Math.floor(RUN_MS / (REFRESH_WINDOW[1] * lifetimeMs + 300)),
+    );
+    expect(tokenRequests).toBeLessThanOrEqual(
+      Math.ceil(RUN_MS / (REFRESH_WINDOW[0] * lifetimeMs)) + 1,
+    );
     expect(emulator().stats().tokenRequests.rejected).toBe(0);
   });
 });
