@@ -19,7 +19,11 @@ const COMMAND_FLAGS: Record<string, string[]> = {
   "intercept-ca": ["--config", "--generate"],
 };
 
-describe.concurrent("bearer-proxy arguments: help and version", () => {
+// This file's tests run at once (describe.concurrent), several CLI starts each: ~20 processes
+// together on a loaded two-core machine, so a test gets 90 s, not the suite's 30.
+const CONCURRENT_STARTS = { timeout: 90_000 };
+
+describe.concurrent("bearer-proxy arguments: help and version", CONCURRENT_STARTS, () => {
   const cli = useCliProcesses({ cleanup: "afterAll" });
 
   it("--version prints the package version at top level and after -v", async () => {
@@ -65,7 +69,7 @@ describe.concurrent("bearer-proxy arguments: help and version", () => {
   }
 });
 
-describe.concurrent("bearer-proxy arguments: mistakes exit 2", () => {
+describe.concurrent("bearer-proxy arguments: mistakes exit 2", CONCURRENT_STARTS, () => {
   const cli = useCliProcesses({ cleanup: "afterAll" });
 
   it("an unknown command exits 2, names it and lists the commands on stderr", async () => {
