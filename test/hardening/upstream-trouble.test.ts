@@ -13,7 +13,7 @@ import {
 import { createTestPki, type TestPki } from "../helpers/tls.js";
 import { sleep, waitFor } from "../helpers/wait.js";
 import { type RacyUpstream, startRacyUpstream } from "./support/racy-upstream.js";
-import { type Answer, errorBody, openFds, runLoad, send } from "./support/traffic.js";
+import { type Answer, errorBody, loadUntil, openFds, runLoad, send } from "./support/traffic.js";
 
 /**
  * Issue 9, "upstream trouble", through the whole app with real tokens from the emulator: every
@@ -232,19 +232,18 @@ describe("upstream trouble, whole app", () => {
     // this file, 3 a worker a second, against the 30 the old single round needed); that the
     // race happens and every outcome is documented is the proxy's. Races that never happen
     // still fail, after the cap.
-    const answers: Answer[] = [];
-    const giveUpAtMs = Date.now() + 15_000;
-    while ((racesLost() <= 3 || answers.length <= 30) && Date.now() < giveUpAtMs) {
-      answers.push(
-        ...(await runLoad({
+    const answers = await loadUntil(
+      () =>
+        runLoad({
           urls: [`${aut.url}/racy/a`, `${aut.url}/racy/b`],
           concurrency: 4,
           dispatcher: agent,
           durationMs: 1_000,
           pauseMs: 8,
-        })),
-      );
-    }
+        }),
+      (sofar) => racesLost() > 3 && sofar.length > 30,
+      15_000,
+    );
     // The race really happened: requests crossed the upstream's FIN on pooled connections.
     expect(racesLost()).toBeGreaterThan(3);
     expect(answers.length).toBeGreaterThan(30);
