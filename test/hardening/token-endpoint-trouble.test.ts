@@ -244,8 +244,9 @@ describe("token endpoint trouble, one world per case", () => {
       // and a timeout (rightly) gets the short backoff instead of Retry-After. A 3 s wait bound
       // with a 6 s Retry-After: a client that asks within 3 s of the first answer (seven worlds
       // share the CPU) must be told at once, where a proxy that waited would take 3 s.
-      const token = { ...TOKEN, timeout: "3s", waitTimeout: "3s" };
       const waitTimeoutMs = 3_000;
+      const retryAfterMs = Number(retryAfter) * 1000;
+      const token = { ...TOKEN, timeout: "3s", waitTimeout: `${waitTimeoutMs}ms` };
       await withScenario({ pki, fault: recorded, token }, async (scenario) => {
         const lastError = () =>
           scenario.aut.app.tokens.statuses().get("api")!.lastError?.message ?? "";
@@ -260,18 +261,12 @@ describe("token endpoint trouble, one world per case", () => {
         expect(answer.endMs - answer.startMs).toBeLessThan(waitTimeoutMs / 2);
         expect(Number(answer.headers["retry-after"])).toBeGreaterThanOrEqual(1);
         expect(Number(answer.headers["retry-after"])).toBeLessThanOrEqual(Number(retryAfter));
-        await waitFor(
-          () => recorded.times.length >= 2,
-          "the second attempt",
-          Number(retryAfter) * 1000 + 3_000,
-        );
+        await waitFor(() => recorded.times.length >= 2, "the second attempt", retryAfterMs + 3_000);
         // Retry-After is a floor, not a hint: honoured to the millisecond (timer slack aside).
-        expect(recorded.times[1]! - recorded.times[0]!).toBeGreaterThanOrEqual(
-          Number(retryAfter) * 1000 - 20,
-        );
+        expect(recorded.times[1]! - recorded.times[0]!).toBeGreaterThanOrEqual(retryAfterMs - 20);
         // The second attempt got the same answer: recovery comes with the third, Retry-After on.
         scenario.emulator.setTokenFault(undefined);
-        await expectRecovery(scenario, Number(retryAfter) * 1000 + 3_000);
+        await expectRecovery(scenario, retryAfterMs + 3_000);
       });
     },
   );
