@@ -13,6 +13,7 @@ import { startTlsEmulator } from "../helpers/emulator.js";
 import { type OtlpReceiver, startOtlpReceiver } from "../helpers/otlp-receiver.js";
 import { type ProxyProcess, startProxyProcess } from "../helpers/proxy-process.js";
 import { createTestPki } from "../helpers/tls.js";
+import { waitFor } from "../helpers/wait.js";
 import { echoedHeader } from "./proxy-fixture.js";
 import { only, parseTraceparent } from "./tracing-fixture.js";
 
@@ -99,7 +100,14 @@ describe("the CLI exports spans", () => {
       OTEL_BSP_SCHEDULE_DELAY: "50",
     });
     await get("/echo/from-file");
-    const spans = await receiver.waitForSpans(2);
+    // The start's token fetch exports its own two spans, which can arrive first (50 ms batches):
+    // wait for the request's pair, not for any two.
+    await waitFor(
+      () => receiver.spans.filter((s) => s.name === "GET").length >= 2,
+      "the request's server and client spans",
+      10_000,
+    );
+    const spans = receiver.spans;
     expect(only(spans, "GET", "server").traceId).toBe(CLIENT_TRACE);
     expect(receiver.exports[0]?.contentType).toBe("application/x-protobuf");
     expect(only(spans, "GET", "server").resource["service.name"]).toBe("bearer-proxy");
