@@ -99,12 +99,20 @@ function rewritesFor(id) {
     });
   }
   if (inDist === "config/config-schema.js") {
-    // The generated validator is part of the bundle, not a file found by URL.
-    rules.push({
-      find: /existsSync\(GENERATED\)\s*\?\s*import\(GENERATED\.href\)\s*:\s*import\("\.\/config-schema-compile\.js"\)\.then\(\(m\) => m\.compileConfigSchema\(\)\)/,
-      replace: 'import("./config-schema.generated.js")',
-      times: 1,
-    });
+    // The generated validators are part of the bundle, not files found by URL: the quick one
+    // in a chunk of its own, the detailed one in another that only a failing check loads.
+    rules.push(
+      {
+        find: /existsSync\(GENERATED\)\s*\?\s*import\(GENERATED\.href\)\s*:\s*import\("\.\/config-schema-compile\.js"\)\.then\(\(m\) => m\.compileConfigSchema\(\)\)/,
+        replace: 'import("./config-schema.generated.js")',
+        times: 1,
+      },
+      {
+        find: /existsSync\(GENERATED_REPORT\)\s*\?\s*import\(GENERATED_REPORT\.href\)\.then\(\(m\) => m\.validate\)\s*:\s*import\("\.\/config-schema-compile\.js"\)\.then\(\(m\) => m\.compileConfigReport\(\)\)/,
+        replace: 'import("./config-schema-report.generated.js").then((m) => m.validate)',
+        times: 1,
+      },
+    );
   }
   if (id.endsWith("/node_modules/fastify/lib/server.js")) {
     rules.push({

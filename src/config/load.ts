@@ -9,7 +9,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import type { ConfigIssue } from "../errors.js";
 import { coerceDocument } from "./coerce.js";
-import { loadConfigSchema } from "./config-schema.js";
+import { loadConfigReport, loadConfigSchema } from "./config-schema.js";
 import { applyOverrides, CONFIG_ENV, type ConfigFlags } from "./env-overrides.js";
 import { type Env, interpolateDocument } from "./interpolate.js";
 import { IssueList, type RawIssue, toPointer } from "./issues.js";
@@ -84,7 +84,8 @@ export async function loadConfigWithWarnings(
   coerceDocument(doc, trace.whole.filter(stillCounts), fileSchema.schema);
 
   const schema = new IssueList();
-  validateSchema(doc, schema, fileSchema.validate);
+  // The quick check passes a valid document; only a failing one loads the detailed validator.
+  if (!fileSchema.check(doc)) validateSchema(doc, schema, await loadConfigReport());
   const baseDir = file === undefined ? cwd : dirname(file);
   const pathContext = { baseDir, cwd, provenance: merged.provenance };
   const semantic = new IssueList();
