@@ -39,6 +39,7 @@ import { createBenchCertificates } from "./lib/certs.mjs";
 import { findFreePort, STATIC_TOKEN } from "./lib/competitors.mjs";
 import { createControlClient } from "./lib/control-client.mjs";
 import { runFixedRate } from "./lib/generators.mjs";
+import { HOST_EXTRA_CA_CERTS, measuredEnv } from "./lib/measured-env.mjs";
 import {
   CLOCK_TICKS_PER_SECOND,
   canPin,
@@ -136,7 +137,7 @@ async function startUntilReady({ node, flagSet, core, control, readyUrl, env = {
   const spawnedAt = performance.now();
   const child = spawnPinned(core, node, [...nodeArgs, ...args], {
     cwd: REPO_DIR,
-    env: { ...process.env, NODE_OPTIONS: "", ...flagEnv, ...env },
+    env: measuredEnv({ NODE_OPTIONS: "", ...flagEnv, ...env }),
     stdio: ["ignore", devNull, "pipe"],
   });
   const isDead = () => child.exitCode !== null || child.signalCode !== null;
@@ -606,7 +607,10 @@ export function renderFootprintMarkdown(result) {
       settings.flagSets,
     )
       .map(([name, flags]) => `\`${name}\` = ${flags ? `\`${flags}\`` : "Node's defaults"}`)
-      .join("; ")}. Nodes: ${nodes.map((n) => n.version).join(", ")}.`,
+      .join("; ")}. Nodes: ${nodes.map((n) => n.version).join(", ")}.` +
+      (HOST_EXTRA_CA_CERTS === undefined
+        ? ""
+        : ` This host's NODE_EXTRA_CA_CERTS (\`${HOST_EXTRA_CA_CERTS}\`) is not passed to the processes measured: the image sets none (bench/lib/measured-env.mjs).`),
     "",
     "| Node | flags | ready ms (floor) | CPU to ready ms (floor) | idle RSS MiB (floor) | above floor MiB | peak RSS MiB (forwarder) |",
     "|---|---|---:|---:|---:|---:|---:|",

@@ -18,6 +18,7 @@ import { startEmulatorProcess } from "./lib/bearer-proxy.mjs";
 import { createBenchCertificates } from "./lib/certs.mjs";
 import { findFreePort } from "./lib/competitors.mjs";
 import { createControlClient } from "./lib/control-client.mjs";
+import { measuredEnv } from "./lib/measured-env.mjs";
 import { stopChild } from "./lib/processes.mjs";
 
 const REPO_DIR = fileURLToPath(new URL("..", import.meta.url));
@@ -72,12 +73,11 @@ async function main() {
       );
       const started = performance.now();
       const child = spawn(values.node, [...args, `--import=${preload}`, CLI, "run"], {
-        env: {
-          ...process.env,
+        env: measuredEnv({
           ...env,
           NODE_OPTIONS: "",
           ...sidecarEnv({ emulator, certs, secretFile, port, adminPort }),
-        },
+        }),
         stdio: ["ignore", "ignore", "pipe"],
       });
       let stderr = "";

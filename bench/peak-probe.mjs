@@ -26,6 +26,7 @@ import { rssByMapping } from "./idle-probe.mjs";
 import { startBackends } from "./lib/backends.mjs";
 import { findFreePort } from "./lib/competitors.mjs";
 import { runFixedRate } from "./lib/generators.mjs";
+import { measuredEnv } from "./lib/measured-env.mjs";
 import { readRssBytes, spawnPinned, stopAllChildren, stopChild } from "./lib/processes.mjs";
 
 const REPO_DIR = fileURLToPath(new URL("..", import.meta.url));
@@ -72,12 +73,11 @@ try {
       values.node,
       [...nodeArgs, "--require", HEAP_WATCH, join(REPO_DIR, "dist/bundle/cli.cjs"), "run"],
       {
-        env: {
-          ...process.env,
+        env: measuredEnv({
           NODE_OPTIONS: "",
           ...flagEnv,
           ...sidecarEnv({ ...backends, secretFile, port, adminPort }),
-        },
+        }),
         stdio: ["ignore", "ignore", "pipe"],
       },
     );

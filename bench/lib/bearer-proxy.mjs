@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { findFreePort } from "./competitors.mjs";
+import { measuredEnv } from "./measured-env.mjs";
 import { spawnPinned, stopChild, waitForLine } from "./processes.mjs";
 
 const REPO_DIR = fileURLToPath(new URL("../..", import.meta.url));
@@ -138,7 +139,7 @@ export async function startBearerProxy({
     [...nodeFlags, cli, "run", "--config", configFile],
     {
       cwd: REPO_DIR,
-      env: { ...process.env, ...env },
+      env: measuredEnv(env),
     },
   );
   const spanDrops = watchSpanDrops(child);

@@ -5,6 +5,7 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort as findFreePort } from "./free-port.mjs";
+import { measuredEnv } from "./measured-env.mjs";
 import { writeNginxConfig } from "./nginx.mjs";
 import { childPids, spawnPinned, stopChild, waitForLine } from "./processes.mjs";
 
@@ -48,7 +49,7 @@ async function startNodeScript(core, script, args, tag, env = {}) {
     core,
     process.execPath,
     [...BASELINE_NODE_FLAGS, join(BENCH_DIR, script), ...args],
-    { env: { ...process.env, ...env } },
+    { env: measuredEnv(env) },
   );
   const match = await waitForLine(child, new RegExp(`^${tag} (.*)$`), START_TIMEOUT_MS);
   child.stdout.resume();
