@@ -152,7 +152,7 @@ async function startUntilReady({ node, flagSet, core, control, readyUrl, env = {
 }
 
 /** The proxy (`CLI run`), ready when its admin listener's /readyz answers 200. */
-async function startProxy({
+export async function startProxy({
   node,
   flagSet,
   core,
