@@ -5,14 +5,15 @@
 import { Ajv, type AnySchemaObject, type Options } from "ajv";
 import type { ConfigSchema, ConfigValidator } from "./config-schema.js";
 import { ConfigFile } from "./schema.js";
-import { shareRepeatedSubschemas } from "./shared-subschemas.js";
+import { shareSubschemas } from "./shared-subschemas.js";
 
 /** `allErrors`: report every problem at once; `verbose`: each error carries its data and schema. */
 export const CONFIG_AJV_OPTIONS: Options = { allErrors: true, strict: true, verbose: true };
 
 /**
  * The quick verdict: stop at the first problem, no data or schema in it, no message text, and
- * each shared subschema a function of its own (`inlineRefs: false`). Same schema, same verdict.
+ * each shared subschema or block a function of its own (`inlineRefs: false`). Same schema, same
+ * verdict.
  */
 export const CONFIG_CHECK_AJV_OPTIONS: Options = {
   allErrors: false,
@@ -27,9 +28,9 @@ export function configFileJsonSchema(): AnySchemaObject {
   return JSON.parse(JSON.stringify(ConfigFile)) as AnySchemaObject;
 }
 
-/** What `check` compiles: the schema with its repeated subschemas shared. */
+/** What `check` compiles: the schema with its repeated subschemas and blocks shared. */
 export function configCheckSchema(schema: AnySchemaObject): AnySchemaObject {
-  return shareRepeatedSubschemas(schema);
+  return shareSubschemas(schema);
 }
 
 export function compileConfigSchema(): ConfigSchema {

@@ -1,10 +1,12 @@
 /**
- * The config schema with each subschema it repeats (a duration, a size, a non-empty string, the
- * `tls` block…) written once under `definitions` and used by `$ref`, for the start's quick
- * validator (config-schema-compile.ts). ajv inlines every use of an inline subschema, so the
- * schema's ~40 durations became ~40 copies of the same checks in one 215 KB function that V8
- * parses twice and compiles on a start; with `inlineRefs: false` each shared one is one small
- * function (bench/PROFILE.md, "The config validator at start"). Same schema, same verdicts.
+ * The config schema as the start's quick validator compiles it (config-schema-compile.ts): each
+ * subschema it repeats (a duration, a size, a non-empty string, the `tls` block…) and each block
+ * (`listen`, `limits`, an upstream…) written once under `definitions` and used by `$ref`. ajv
+ * inlines every use of an inline subschema, so the schema's ~40 durations became ~40 copies of
+ * the same checks in one 215 KB function that V8 parses twice and compiles whole on a start;
+ * with `inlineRefs: false` each definition is a small function of its own, compiled only when a
+ * document has what it checks (bench/PROFILE.md, "The config validator at start"). Same schema,
+ * same verdicts.
  */
 import type { AnySchemaObject } from "ajv";
 
@@ -51,20 +53,24 @@ function isBlock(node: Schema): boolean {
   return node.type === "object" && node.properties !== undefined;
 }
 
-/** `schema` (without `$ref`s of its own) with every repeated subschema moved to `definitions`. */
-export function shareRepeatedSubschemas(schema: Schema): Schema {
-  const uses = new Map<string, number>();
+/** `schema` (without `$ref`s of its own) with its repeated subschemas and blocks in `definitions`. */
+export function shareSubschemas(schema: Schema): Schema {
+  const seen = new Map<string, { node: Schema; uses: number }>();
   const count = (node: Schema): Schema => {
     const key = JSON.stringify(node);
-    if (key.length >= MIN_SHARED_JSON_LENGTH) uses.set(key, (uses.get(key) ?? 0) + 1);
+    if (key.length >= MIN_SHARED_JSON_LENGTH) {
+      const entry = seen.get(key);
+      if (entry === undefined) seen.set(key, { node, uses: 1 });
+      else entry.uses++;
+    }
     mapSubschemas(node, count);
     return node;
   };
   mapSubschemas(schema, count);
 
   const names = new Map<string, string>();
-  for (const [key, n] of uses) {
-    if (n > 1 || isBlock(JSON.parse(key) as Schema)) names.set(key, `shared${names.size}`);
+  for (const [key, { node, uses }] of seen) {
+    if (uses > 1 || isBlock(node)) names.set(key, `shared${names.size}`);
   }
   const definitions: Record<string, Schema> = {};
   const share = (node: Schema): Schema => {

@@ -3,7 +3,7 @@
  * build: ajv standalone code) must be the compiled schema's exact twins: same verdicts, the
  * detailed validator's errors the same field by field — so a start from dist reports the same
  * messages as these sources do — and built from the current schema.ts. The quick check (its
- * repeated subschemas shared, first error only) must give the detailed validator's verdict.
+ * repeated subschemas and blocks shared, first error only) must give the detailed verdict.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
