@@ -9,10 +9,13 @@ import { describe, expect, it } from "vitest";
 const MODULE = new URL("../../bench/lib/measured-env.mjs", import.meta.url).href;
 
 function measuredFrom(hostEnv: Record<string, string>, extra: Record<string, string>) {
-  const script = `const m = await import(${JSON.stringify(MODULE)});
+  // Set inside the child before the import (as a host's shell would have): a NODE_EXTRA_CA_CERTS
+  // in the child's own environment would make Node load that file at its start.
+  const script = `Object.assign(process.env, ${JSON.stringify(hostEnv)});
+const m = await import(${JSON.stringify(MODULE)});
 process.stdout.write(JSON.stringify({ host: m.HOST_EXTRA_CA_CERTS ?? null, env: m.measuredEnv(${JSON.stringify(extra)}) }));`;
   const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
-    env: { PATH: process.env.PATH ?? "", ...hostEnv },
+    env: { PATH: process.env.PATH ?? "" },
     encoding: "utf8",
   });
   return JSON.parse(out) as { host: string | null; env: Record<string, string> };
