@@ -6,7 +6,8 @@
  * so that neither build always starts on a warmer machine.
  *
  *   node bench/start-ab.mjs --a OLD/cli.cjs --b dist/bundle/cli.cjs [--rounds 10]
- *     [--nodes PATH,PATH] [--flags "image"|"sidecar"|"FLAGS"] [--env-a K=V,…] [--env-b K=V,…]
+ *     [--nodes PATH,PATH] [--flags "image"|"sidecar"|"FLAGS"]
+ *     [--env-a "K=V K=V"] [--env-b "K=V …"]
  * `--env-a`/`--env-b` add environment to one side only (the same build with and without a
  * setting). Prints medians and minima of the wall time to the first `/readyz` 200 and of the CPU
  * used until then, per Node and side.
@@ -15,7 +16,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { defaultNodes, FLAG_SETS, sidecarEnv, startProxy } from "./footprint.mjs";
+import { defaultNodes, FLAG_SETS, sidecarEnv, splitFlagSet, startProxy } from "./footprint.mjs";
 import { startEmulatorProcess } from "./lib/bearer-proxy.mjs";
 import { createBenchCertificates } from "./lib/certs.mjs";
 import { findFreePort } from "./lib/competitors.mjs";
@@ -38,16 +39,18 @@ if (!values.a || !values.b) {
   process.stderr.write("usage: node bench/start-ab.mjs --a CLI --b CLI [--rounds N]\n");
   process.exit(2);
 }
-const envOf = (text) =>
-  Object.fromEntries(
-    text
-      .split(",")
-      .filter(Boolean)
-      .map((kv) => kv.split(/=(.*)/s).slice(0, 2)),
-  );
+/** "K=V K=V" (a flag set's environment words, footprint.mjs `splitFlagSet`) → environment. */
+function envOf(text, flag) {
+  const { args, env } = splitFlagSet(text);
+  if (args.length > 0) {
+    process.stderr.write(`start-ab: ${flag} takes NAME=value words only, not ${args.join(" ")}\n`);
+    process.exit(2);
+  }
+  return env;
+}
 const sides = [
-  { name: "a", cli: resolve(values.a), env: envOf(values["env-a"]) },
-  { name: "b", cli: resolve(values.b), env: envOf(values["env-b"]) },
+  { name: "a", cli: resolve(values.a), env: envOf(values["env-a"], "--env-a") },
+  { name: "b", cli: resolve(values.b), env: envOf(values["env-b"], "--env-b") },
 ];
 const flagSet = FLAG_SETS[values.flags] ?? values.flags;
 const nodes = values.nodes?.split(",") ?? defaultNodes();
