@@ -5,7 +5,7 @@
  * (≈ 230 modules, ~3 MiB of heap and a large share of the CPU of a start: bench/PROFILE.md,
  * "Footprint"):
  * - dist/config/config-schema.generated.js: the schema and `check`, the quick verdict every start
- *   runs (first error only, no detail, repeated subschemas shared: shared-subschemas.ts);
+ *   runs (first error only, no detail, repeated subschemas and blocks shared: shared-subschemas.ts);
  * - dist/config/config-schema-report.generated.js: `validate`, every error with its data and
  *   schema, for the messages — loaded only when `check` says no.
  * Where those files are absent (the sources under vitest, before a build) the same schema is
