@@ -19,7 +19,10 @@
  * Used by bench/run.mjs (section "Footprint") and on its own:
  *   node bench/footprint.mjs [--smoke] [--rounds N] [--idle S] [--duration S] [--rates 2000]
  *     [--nodes PATH,PATH] [--flag-sets "name=FLAGS;name=FLAGS"] [--no-load] [--cli PATH]
- * --no-load measures floor, start and idle only. The proxy is the bundle (dist/bundle/cli.cjs, what
+ *     [--no-code-cache]
+ * --no-load measures floor, start and idle only. First, for each Node, the bundle's code cache is
+ * made as the image's build makes it (`code-cache` under the image's flags; --no-code-cache
+ * leaves whatever cache the bundle has, or none, as it is). The proxy is the bundle (dist/bundle/cli.cjs, what
  * ships); --cli runs another build of the CLI (tsc's dist/cli.js, another commit's bundle;
  * `--cli ""` with --nodes naming a single executable runs it alone).
  * Node 24 is found at $BENCH_NODE24 or node_modules/.cache/node24/package/bin/node (.ci/run puts
@@ -413,6 +416,26 @@ async function measureDirect({ ctx, settings }) {
  * Run the footprint matrix. `ctx` needs {dir, certs, control, upstream, emulator, proxyCore,
  * loadCore}; resolves {settings, nodes, cells, direct, summary, problems}.
  */
+/**
+ * What the image's build does (its `RUN … code-cache`, under its NODE_OPTIONS): V8's code cache of
+ * the bundle for `node`, so that the starts measured are the image's. A note for the report.
+ */
+function makeCodeCache(node, cli) {
+  if (!cli?.endsWith(".cjs"))
+    return `no code cache for ${node.version}: ${cli || "the executable"} is not the bundle`;
+  const { args, env } = splitFlagSet(FLAG_SETS.image);
+  try {
+    const out = execFileSync(node.path, [...args, cli, "code-cache"], {
+      env: measuredEnv({ NODE_OPTIONS: "", ...env }),
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    return `${node.version}: ${out.trim()} (made as the image's build makes it: \`${FLAG_SETS.image}\`)`;
+  } catch (error) {
+    return `${node.version}: no code cache (${String(error.stderr || error.message).split("\n")[0]})`;
+  }
+}
+
 export async function runFootprint({ ctx, settings, log = () => {} }) {
   const secretFile = join(ctx.dir, "footprint-client-secret");
   await writeFile(secretFile, "demo-secret\n", { mode: 0o600 });
@@ -422,6 +445,9 @@ export async function runFootprint({ ctx, settings, log = () => {} }) {
   const direct = [];
   const problems = [];
   const notes = [];
+  if (settings.codeCache) {
+    for (const node of nodes) notes.push(makeCodeCache(node, settings.cliArgs[0]));
+  }
   for (let round = 1; round <= settings.rounds; round++) {
     try {
       if (settings.load) direct.push({ round, rates: await measureDirect({ ctx: run, settings }) });
@@ -695,9 +721,11 @@ export function footprintSettings({
   flagSets,
   load = true,
   cli,
+  codeCache = true,
 }) {
   return {
     load,
+    codeCache,
     cliArgs: cli === undefined ? [CLI] : cli === "" ? [] : [cli],
     rounds: rounds ?? (smoke ? 1 : 2),
     idleS: idleS ?? (smoke ? 2 : 10),
@@ -721,6 +749,7 @@ async function main() {
       "flag-sets": { type: "string" },
       json: { type: "string" },
       "no-load": { type: "boolean", default: false },
+      "no-code-cache": { type: "boolean", default: false },
       cli: { type: "string" },
     },
   });
@@ -732,6 +761,7 @@ async function main() {
     durationS: num(values.duration),
     rates: values.rates?.split(",").map(Number),
     load: !values["no-load"],
+    codeCache: !values["no-code-cache"],
     cli: values.cli,
     nodes: values.nodes?.split(","),
     flagSets: values["flag-sets"]

@@ -254,7 +254,9 @@ export async function buildBundle({ outDir = join(DIST, "bundle"), singleFile = 
   mkdirSync(outDir, { recursive: true });
   const applied = new Set();
   const files = await bundleOne({
-    input: { cli: join(DIST, "cli.js") },
+    // The bundle's entry installs the code cache before the CLI's chunks load; the single file
+    // (the executable's input) has no chunks to load, and a code cache of its own (build-sea.mjs).
+    input: { cli: join(DIST, singleFile ? "cli.js" : "bundle-entry.js") },
     singleFile,
     applied,
     outDir,

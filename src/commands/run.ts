@@ -1,5 +1,6 @@
 /** `bearer-proxy run`: load config, start, run until a signal or /quitquitquit. */
 import { displayUrl } from "../admin/redact.js";
+import { codeCacheState } from "../base/v8-code-cache.js";
 import { formatConfigError, loadConfigWithWarnings } from "../config/load.js";
 import type { ProxyConfig } from "../config/proxy-config.js";
 import { ConfigError, errorMessage, ListenError } from "../errors.js";
@@ -59,6 +60,23 @@ export async function loadOrReport(
 
 const ignoreSignal = () => {};
 
+/** Whether this start compiled from the bundle's code cache (base/v8-code-cache.ts). */
+function logCodeCache(logger: Logger): void {
+  const codeCache = codeCacheState();
+  if (codeCache === undefined) return;
+  if (!codeCache.found) {
+    logger.debug({ codeCache }, `code cache: none for this Node at ${codeCache.dir}`);
+  } else if (codeCache.rejected > 0) {
+    // Its own files, refused: made by another Node build or under other V8 flags (NODE_OPTIONS).
+    logger.info(
+      { codeCache },
+      "code cache: V8 refused the bundle's cache (another Node or other V8 flags); compiling from source. `bearer-proxy code-cache` remakes it",
+    );
+  } else {
+    logger.debug({ codeCache }, `code cache: ${codeCache.used} chunks from ${codeCache.dir}`);
+  }
+}
+
 /** What `bearer-proxy run` calls itself (at most 15 bytes: the kernel's comm limit). */
 export const PROCESS_TITLE = "bearer-proxy";
 
@@ -79,6 +97,7 @@ export async function runCommand(values: Values): Promise<number> {
   const { config, warnings } = loaded;
   const logger = createLogger({ level: config.log.level, format: config.log.format });
   for (const warning of warnings) logger.warn(warning);
+  logCodeCache(logger);
   try {
     const running = await startProxy(config, { logger, handleSignals: true });
     // Before the announcement: once the ports are out, a SIGHUP must already reload.

@@ -2,10 +2,11 @@
  * The image's runtime stage without a Docker engine: the files its COPY instructions take from
  * the build stage are laid out in an empty folder as they would be under /app, and its
  * ENTRYPOINT runs there with this Node — the bundle must work with no node_modules but the
- * native bcrypt addon, and no package.json.
+ * native bcrypt addon, and no package.json. Its one RUN (exec form: `code-cache`) runs there too,
+ * under the stage's NODE_OPTIONS, and the start after it must compile from that cache.
  */
-import { execFile } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { execFile, spawn } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
@@ -26,8 +27,20 @@ const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as
 let root: string;
 /** The ENTRYPOINT, with the image's node replaced by this one and /app by the copy. */
 let entrypoint: string[];
+/** The stage's NODE_OPTIONS (its ENV), under which the build's RUN and every start run. */
+let imageNodeOptions: string;
 
-beforeAll(() => {
+/** An exec-form instruction of the stage, with the image's node replaced by this one and /app by `app`. */
+function onThisMachine(execForm: string, app: string): string[] {
+  const [node, ...rest] = JSON.parse(execForm) as string[];
+  expect(node).toBe("/nodejs/bin/node");
+  return [
+    process.execPath,
+    ...rest.map((a) => a.replace(new RegExp(`^${RUNTIME_WORKDIR}/`), `${app}/`)),
+  ];
+}
+
+beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), "bp-image-"));
   const app = join(root, RUNTIME_WORKDIR);
   for (const copy of args(runtime, "COPY")) {
@@ -36,13 +49,18 @@ beforeAll(() => {
     expect(existsSync(source), `${source} (run npm run build)`).toBe(true);
     cpSync(source, join(app, to ?? ""), { recursive: true });
   }
-  const [node, ...rest] = JSON.parse(args(runtime, "ENTRYPOINT")[0] ?? "[]") as string[];
-  expect(node).toBe("/nodejs/bin/node");
-  entrypoint = [
-    process.execPath,
-    ...rest.map((a) => a.replace(new RegExp(`^${RUNTIME_WORKDIR}/`), `${app}/`)),
-  ];
-});
+  imageNodeOptions =
+    /(?:^|\s)NODE_OPTIONS="([^"]*)"/.exec(args(runtime, "ENV").join(" "))?.[1] ?? "";
+  for (const command of args(runtime, "RUN")) {
+    const [node = "", ...rest] = onThisMachine(command, app);
+    await run(node, rest, {
+      cwd: root,
+      env: { PATH: process.env.PATH, NODE_OPTIONS: imageNodeOptions },
+      timeout: 60_000,
+    });
+  }
+  entrypoint = onThisMachine(args(runtime, "ENTRYPOINT")[0] ?? "[]", app);
+}, 90_000);
 
 afterAll(() => removeTree(root), REMOVE_TREE_TIMEOUT_MS);
 
@@ -78,4 +96,53 @@ describe("the image's runtime files", () => {
     );
     expect(stdout).toBe("true");
   });
+
+  it("start from the code cache the build's RUN made", async () => {
+    const cacheDir = join(
+      dirname(entrypoint[1] ?? ""),
+      `code-cache/${process.version}-${process.arch}`,
+    );
+    expect(readdirSync(cacheDir).filter((f) => f.endsWith(".v8")).length).toBeGreaterThan(10);
+    const [node = "", ...cli] = entrypoint;
+    // The start's report comes before its first token request: an upstream nobody serves will do.
+    const child = spawn(
+      node,
+      [
+        ...cli,
+        "run",
+        "--base-url",
+        "https://127.0.0.1:9",
+        "--client-id",
+        "c",
+        "--client-secret",
+        "s",
+      ],
+      {
+        cwd: root,
+        env: {
+          PATH: process.env.PATH,
+          NODE_OPTIONS: imageNodeOptions,
+          BEARER_PROXY_LOG_LEVEL: "debug",
+          BEARER_PROXY_LISTEN: "127.0.0.1:0",
+          BEARER_PROXY_ADMIN_LISTEN: "127.0.0.1:0",
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    try {
+      const report = await new Promise<Record<string, unknown>>((resolve, reject) => {
+        let text = "";
+        child.stdout.on("data", (chunk: Buffer) => {
+          text += chunk.toString();
+          const line = text.split("\n").find((l) => l.includes('"codeCache"'));
+          if (line) resolve((JSON.parse(line) as { codeCache: Record<string, unknown> }).codeCache);
+        });
+        child.once("exit", (code) => reject(new Error(`exited ${code} before reporting: ${text}`)));
+      });
+      expect(report).toMatchObject({ found: true, rejected: 0, fromSource: 0 });
+      expect(report.used).toBeGreaterThan(10);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 30_000);
 });
