@@ -30,6 +30,8 @@ const FLOORS: Record<string, number> = {
   index: 6,
   commands: 7,
   cli: 8,
+  // The bundle's entry: sets up the code cache, then loads the CLI.
+  "bundle-entry": 9,
 };
 
 function sourceFiles(dir: string): string[] {
