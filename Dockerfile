@@ -82,8 +82,8 @@ COPY --from=build /src/node_modules/@node-rs ./node_modules/@node-rs
 # V8's code cache for this image's Node, made here because it is valid only for the Node build
 # and V8 flags that made it (the build stage's Node may be another 24.x): `code-cache` starts the
 # demo's proxy and emulator on free loopback ports, sends a request through, and saves the
-# bytecode of what ran in /app/bundle/code-cache/ (no network beyond loopback). Every start then
-# compiles ~40 ms less (bench/PROFILE.md, "The code cache"). Made as root, like the files beside
+# bytecode of what ran in /app/bundle/code-cache/ (no network beyond loopback). Every start
+# is then ~30 ms sooner (bench/PROFILE.md, "The code cache"). Made as root, like the files beside
 # it, so the process can read it but not change it; a start under other V8 flags (Node 24 counts
 # few: the semi-space size and pool size are not among them) logs that V8 refused it and compiles
 # from source. Exec form: the base has no shell.

@@ -1,5 +1,5 @@
 /**
- * V8's code cache for the bundle's chunks (issue 33: start → ready). A start spends ~40 ms of
+ * V8's code cache for the bundle's chunks (issue 33: start → ready). A start spends ~30 ms of
  * CPU compiling the functions it runs; V8 can save their bytecode after they ran
  * (`script.createCachedData()`) and take it back on the next start instead of compiling again.
  *
