@@ -34,7 +34,8 @@ export async function codeCacheCommand(): Promise<number> {
         port: 0,
         adminPort: 0,
         logFormat: "json",
-      }).replace("level: info", "level: warn"),
+        logLevel: "warn",
+      }),
       env: {},
     });
     const logger = createLogger({ level: config.log.level, format: config.log.format });

@@ -28,11 +28,13 @@ export function demoConfigYaml(opts: {
   port: number;
   adminPort: number;
   logFormat: string;
+  /** Default info: the demo logs what it does. */
+  logLevel?: string;
 }): string {
   return `
 listen: { host: 127.0.0.1, port: ${opts.port} }
 admin: { host: 127.0.0.1, port: ${opts.adminPort} }
-log: { level: info, format: ${opts.logFormat} }
+log: { level: ${opts.logLevel ?? "info"}, format: ${opts.logFormat} }
 shutdown: { drainDelay: 0s, timeout: 5s }
 upstreams:
   - name: sheets
