@@ -413,10 +413,6 @@ async function measureDirect({ ctx, settings }) {
 }
 
 /**
- * Run the footprint matrix. `ctx` needs {dir, certs, control, upstream, emulator, proxyCore,
- * loadCore}; resolves {settings, nodes, cells, direct, summary, problems}.
- */
-/**
  * What the image's build does (its `RUN … code-cache`, under its NODE_OPTIONS): V8's code cache of
  * the bundle for `node`, so that the starts measured are the image's. A note for the report.
  */
@@ -436,6 +432,10 @@ function makeCodeCache(node, cli) {
   }
 }
 
+/**
+ * Run the footprint matrix. `ctx` needs {dir, certs, control, upstream, emulator, proxyCore,
+ * loadCore}; resolves {settings, nodes, cells, direct, summary, problems}.
+ */
 export async function runFootprint({ ctx, settings, log = () => {} }) {
   const secretFile = join(ctx.dir, "footprint-client-secret");
   await writeFile(secretFile, "demo-secret\n", { mode: 0o600 });

@@ -32,3 +32,9 @@ export const DOCKERFILE = readFileSync(join(REPO_ROOT, "Dockerfile"), "utf8");
 export function args(stage: Instruction[], keyword: string): string[] {
   return stage.filter((i) => i.keyword === keyword).map((i) => i.args);
 }
+
+/** The value of `name` in a stage's ENV instructions, written `NAME="value"`. */
+export function envValue(stage: Instruction[], name: string): string | undefined {
+  const env = args(stage, "ENV").join(" ");
+  return new RegExp(`(?:^|\\s)${name}="([^"]*)"`).exec(env)?.[1];
+}

@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { args, DOCKERFILE, parseDockerfile } from "./dockerfile-parse.js";
+import { args, DOCKERFILE, envValue, parseDockerfile } from "./dockerfile-parse.js";
 import { REPO_ROOT } from "./schema-tools.js";
 
 const dockerfile = DOCKERFILE;
@@ -82,8 +82,7 @@ describe("Dockerfile", () => {
   });
 
   it("caps the young generation at Node 20's 16 MiB, in a NODE_OPTIONS this Node accepts", () => {
-    const env = args(runtime, "ENV").join(" ");
-    const value = /(?:^|\s)NODE_OPTIONS="([^"]*)"/.exec(env)?.[1];
+    const value = envValue(runtime, "NODE_OPTIONS");
     expect(value).toBe("--max-semi-space-size=16");
     // Node refuses to start on a flag NODE_OPTIONS does not allow; the suite runs on 20 and 24.
     const run = spawnSync(process.execPath, ["-e", "process.exit(0)"], {

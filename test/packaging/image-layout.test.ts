@@ -13,7 +13,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REMOVE_TREE_TIMEOUT_MS, removeTree } from "../helpers/temp-tree.js";
 import { exerciseDemo } from "./demo-process.js";
-import { args, DOCKERFILE, parseDockerfile } from "./dockerfile-parse.js";
+import { args, DOCKERFILE, envValue, parseDockerfile } from "./dockerfile-parse.js";
 import { REPO_ROOT } from "./schema-tools.js";
 
 const run = promisify(execFile);
@@ -49,8 +49,7 @@ beforeAll(async () => {
     expect(existsSync(source), `${source} (run npm run build)`).toBe(true);
     cpSync(source, join(app, to ?? ""), { recursive: true });
   }
-  imageNodeOptions =
-    /(?:^|\s)NODE_OPTIONS="([^"]*)"/.exec(args(runtime, "ENV").join(" "))?.[1] ?? "";
+  imageNodeOptions = envValue(runtime, "NODE_OPTIONS") ?? "";
   for (const command of args(runtime, "RUN")) {
     const [node = "", ...rest] = onThisMachine(command, app);
     await run(node, rest, {
@@ -134,7 +133,11 @@ describe("the image's runtime files", () => {
         let text = "";
         child.stdout.on("data", (chunk: Buffer) => {
           text += chunk.toString();
-          const line = text.split("\n").find((l) => l.includes('"codeCache"'));
+          // Whole lines only: the last piece may be a line still being written.
+          const line = text
+            .split("\n")
+            .slice(0, -1)
+            .find((l) => l.includes('"codeCache"'));
           if (line) resolve((JSON.parse(line) as { codeCache: Record<string, unknown> }).codeCache);
         });
         child.once("exit", (code) => reject(new Error(`exited ${code} before reporting: ${text}`)));
