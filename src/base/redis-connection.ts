@@ -5,6 +5,7 @@
  * is skipped until it reconnects or a short probe delay passes. Each transition to up or down is
  * told once (the shared token cache logs it and mirrors it in `bearer_proxy_redis_up`).
  */
+import { type CancelTimeout, fairTimeout } from "./fair-timeout.js";
 import {
   openRedisClient,
   type RedisClientLike,
@@ -62,15 +63,15 @@ const DELETE_IF_EQUALS = `if redis.call("GET", KEYS[1]) == ARGV[1] then return r
 
 /** Rejects after `timeoutMs`; a late outcome of `command` is ignored. */
 function withTimeout<T>(command: Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
+  let cancel: CancelTimeout = () => {};
   const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`redis command timed out after ${timeoutMs} ms`)),
-      timeoutMs,
+    // Fair: a reply that came during a stall of our own loop is read, not timed out.
+    cancel = fairTimeout(timeoutMs, () =>
+      reject(new Error(`redis command timed out after ${timeoutMs} ms`)),
     );
   });
   command.catch(() => {}); // a reply failing after we gave up must not become an unhandled rejection
-  return Promise.race([command, timedOut]).finally(() => clearTimeout(timer));
+  return Promise.race([command, timedOut]).finally(() => cancel());
 }
 
 /** Creates the client and starts connecting in the background; never throws on Redis errors. */
@@ -124,12 +125,12 @@ export function connectRedis(options: RedisConnectionOptions): RedisConnection {
   });
 
   async function waitForFirstAttempt(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
+    let cancel: CancelTimeout = () => {};
     const timedOut = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, connectTimeoutMs);
+      cancel = fairTimeout(connectTimeoutMs, resolve);
     });
     await Promise.race([firstAttempt, timedOut]);
-    clearTimeout(timer);
+    cancel();
     if (current === "connecting") markDown(new Error("no connection within the connect timeout"));
   }
 

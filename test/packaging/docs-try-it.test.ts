@@ -8,7 +8,7 @@
  * is shown finding). Blocks that need Docker run only where the image is built.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -126,7 +126,11 @@ async function runBlock(text: string): Promise<{ code: number | null; output: st
     // group is ended by afterEach.
     child.on("exit", (code, signal) => {
       clearTimeout(deadline);
-      const finish = () => resolve({ code: code ?? (signal ? 128 : null), output });
+      const finish = () => {
+        const status = code ?? (signal ? 128 : null);
+        // A failed block also shows what its background jobs logged (a replica's reason).
+        resolve({ code: status, output: status === 0 ? output : output + logTails(dir) });
+      };
       const drained = setTimeout(() => {
         console.warn(
           `try-it block: background jobs still hold its output ${OUTPUT_DRAIN_MS} ms after bash exited`,
@@ -141,6 +145,17 @@ async function runBlock(text: string): Promise<{ code: number | null; output: st
   });
   runs.push({ child, done, dir });
   return done;
+}
+
+/** The last lines of each `*.log` file a block wrote, for a failure's report. */
+function logTails(dir: string, lines = 30): string {
+  const logs = readdirSync(dir).filter((name) => name.endsWith(".log"));
+  return logs
+    .map((name) => {
+      const tail = readFileSync(join(dir, name), "utf8").trimEnd().split("\n").slice(-lines);
+      return `\n--- the last ${tail.length} lines of ${name} ---\n${tail.join("\n")}\n`;
+    })
+    .join("");
 }
 
 const dockerImage = `bearer-proxy:${pkg.version}`;
@@ -163,10 +178,13 @@ describe("the try-it runner itself", () => {
     expect(script).toContain(`__expect '200' "$__out"`);
   });
 
-  it("fails a block whose → line prints something else", async () => {
-    const result = await runBlock(`${TRY_MARKER}\necho 403   # → 200\n`);
+  it("fails a block whose → line prints something else, with its logs' last lines", async () => {
+    const result = await runBlock(
+      `${TRY_MARKER}\necho 'the replica said why' > replica.log\necho 403   # → 200\n`,
+    );
     expect(result.code).not.toBe(0);
     expect(result.output).toContain('expected "200" in the output above');
+    expect(result.output).toContain("the last 1 lines of replica.log ---\nthe replica said why");
   });
 
   it("finds the blocks, at least one per guide", () => {
