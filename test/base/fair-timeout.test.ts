@@ -2,14 +2,7 @@ import { once } from "node:events";
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { fairTimeout } from "../../src/base/fair-timeout.js";
-
-/** Blocks this thread for `ms`, as a start compiling its code or a throttled pod does. */
-function stallLoop(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // busy
-  }
-}
+import { blockLoop } from "../helpers/wait.js";
 
 const servers: Server[] = [];
 const sockets: Socket[] = [];
@@ -50,7 +43,7 @@ async function answerDuringStall(
     arm(timeoutMs, () => resolve("timeout"));
   });
   client.write("ping");
-  stallLoop(3 * timeoutMs);
+  blockLoop(3 * timeoutMs);
   return outcome;
 }
 

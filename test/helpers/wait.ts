@@ -19,3 +19,14 @@ export async function waitFor(
     await sleep(20);
   }
 }
+
+/**
+ * Holds this thread's event loop for `ms`, as a start compiling its code, a long GC or a
+ * CPU-throttled pod does: timers and I/O due meanwhile run late.
+ */
+export function blockLoop(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // busy: nothing else runs
+  }
+}

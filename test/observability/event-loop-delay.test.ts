@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { createMetrics } from "../../src/observability/metrics.js";
-import { sleep } from "../helpers/wait.js";
+import { blockLoop, sleep } from "../helpers/wait.js";
 
 const DELAY_GAUGES = ["min", "max", "mean", "stddev", "p50", "p90", "p99"].map(
   (stat) => `nodejs_eventloop_lag_${stat}_seconds`,
@@ -15,14 +15,6 @@ function gaugeValue(text: string, name: string): number {
   const match = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
   if (!match) throw new Error(`no ${name} in /metrics`);
   return Number(match[1]);
-}
-
-/** Holds the event loop for `ms`: the monitor's next tick comes that much late. */
-function blockFor(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // busy: nothing else runs
-  }
 }
 
 describe("event-loop delay gauges", () => {
@@ -44,7 +36,7 @@ describe("event-loop delay gauges", () => {
 
     // Straight after a scrape: Node's monitorEventLoopDelay forgot its last tick on reset and
     // recorded nothing for the next one.
-    blockFor(1_000);
+    blockLoop(1_000);
     await sleep(150);
     const blocked = await registry.metrics();
     // The tick due during the block ran at its end: at least 1000 − 100 ms late.

@@ -19,17 +19,11 @@ import {
   useCacheCleanup,
   useRedisServer,
 } from "../helpers/redis-server.js";
+import { blockLoop } from "../helpers/wait.js";
 
 const COMMAND_TIMEOUT_MS = 200;
 /** Three command timeouts: a plain timer would have fired during it. */
 const STALL_MS = 3 * COMMAND_TIMEOUT_MS;
-
-function stallLoop(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // busy, as a replica's own work is
-  }
-}
 
 /** Lets the command just issued reach the socket before the stall begins. */
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
@@ -61,7 +55,7 @@ describe.skipIf(skipWithoutRedis)("a replica whose own loop stalls", () => {
     const { connection, downs } = await openConnection();
     const reply = connection.run((redis) => redis.get("absent"));
     await nextTurn();
-    stallLoop(STALL_MS);
+    blockLoop(STALL_MS);
     await expect(reply).resolves.toBeNull();
     expect(connection.state()).toBe("up");
     expect(downs).toEqual([]);
@@ -73,7 +67,7 @@ describe.skipIf(skipWithoutRedis)("a replica whose own loop stalls", () => {
     const started = performance.now();
     const reply = connection.run((redis) => redis.get("absent"));
     await nextTurn();
-    stallLoop(STALL_MS);
+    blockLoop(STALL_MS);
     await expect(reply).rejects.toBeInstanceOf(RedisUnavailableError);
     // At most the stall and two timeouts (the re-armed one), with room for a loaded machine.
     expect(performance.now() - started).toBeLessThan(STALL_MS + 2 * COMMAND_TIMEOUT_MS + 2_000);
@@ -97,7 +91,7 @@ describe.skipIf(skipWithoutRedis)("a replica whose own loop stalls", () => {
     asked = 0;
     const taken = second.getOrFetch({ ...args, fetchFromIdp });
     await nextTurn();
-    stallLoop(STALL_MS);
+    blockLoop(STALL_MS);
     expect((await taken).accessToken).toBe("tok-first");
     expect(asked).toBe(0);
   });
