@@ -5,13 +5,13 @@
  * is skipped until it reconnects or a short probe delay passes. Each transition to up or down is
  * told once (the shared token cache logs it and mirrors it in `bearer_proxy_redis_up`).
  */
-import { type CancelTimeout, fairTimeout } from "./fair-timeout.js";
 import {
   openRedisClient,
   type RedisClientLike,
   type RedisTarget,
   redisClientTiming,
 } from "./redis-clients.js";
+import { type CancelTimeout, stallTolerantTimeout } from "./stall-tolerant-timeout.js";
 
 /** After a failed command on a live socket (a slow Redis), skip Redis this long before retrying. */
 const PROBE_DELAY_MS = 1_000;
@@ -65,8 +65,8 @@ const DELETE_IF_EQUALS = `if redis.call("GET", KEYS[1]) == ARGV[1] then return r
 function withTimeout<T>(command: Promise<T>, timeoutMs: number): Promise<T> {
   let cancel: CancelTimeout = () => {};
   const timedOut = new Promise<never>((_, reject) => {
-    // Fair: a reply that came during a stall of our own loop is read, not timed out.
-    cancel = fairTimeout(timeoutMs, () =>
+    // A reply that came during a stall of our own loop is read, not timed out.
+    cancel = stallTolerantTimeout(timeoutMs, () =>
       reject(new Error(`redis command timed out after ${timeoutMs} ms`)),
     );
   });
@@ -127,7 +127,7 @@ export function connectRedis(options: RedisConnectionOptions): RedisConnection {
   async function waitForFirstAttempt(): Promise<void> {
     let cancel: CancelTimeout = () => {};
     const timedOut = new Promise<void>((resolve) => {
-      cancel = fairTimeout(connectTimeoutMs, resolve);
+      cancel = stallTolerantTimeout(connectTimeoutMs, resolve);
     });
     await Promise.race([firstAttempt, timedOut]);
     cancel();

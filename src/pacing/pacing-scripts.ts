@@ -4,6 +4,7 @@
  * by `commandTimeoutMs` so that a slow Redis makes the replica pace alone instead of waiting.
  */
 import type { Clock } from "../base/clock.js";
+import { stallTolerantTimeout } from "../base/stall-tolerant-timeout.js";
 import {
   type LuaScript,
   parseReservation,
@@ -64,17 +65,20 @@ export class PacingScripts {
     };
     const { clock, commandTimeoutMs } = this;
     return new Promise((resolve, reject) => {
-      const timer = clock.setTimeout(
-        () => reject(new Error(`Redis did not answer within ${commandTimeoutMs} ms`)),
+      // A reply that came during a stall of our own loop is read, not timed out: a replica that
+      // wrongly paces alone sends more than the shared budget allows.
+      const cancel = stallTolerantTimeout(
         commandTimeoutMs,
+        () => reject(new Error(`Redis did not answer within ${commandTimeoutMs} ms`)),
+        clock,
       );
       call().then(
         (reply) => {
-          clock.clearTimeout(timer);
+          cancel();
           resolve(reply);
         },
         (err: unknown) => {
-          clock.clearTimeout(timer);
+          cancel();
           reject(err);
         },
       );

@@ -61,6 +61,16 @@ describe.skipIf(skipWithoutRedis)("a replica whose own loop stalls", () => {
     expect(downs).toEqual([]);
   });
 
+  it("reads the reply to a command the stall kept from being written", async () => {
+    const { connection, downs } = await openConnection();
+    // node-redis writes from a setImmediate: this stall comes before the write, so the reply
+    // can only come after it, and needs a whole wait of its own.
+    const reply = connection.run((redis) => redis.get("absent"));
+    blockLoop(STALL_MS);
+    await expect(reply).resolves.toBeNull();
+    expect(downs).toEqual([]);
+  });
+
   it("still times out on a Redis that does not answer, stall or not", async () => {
     const { connection } = await openConnection();
     server().pause();
