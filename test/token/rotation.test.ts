@@ -87,15 +87,18 @@ describe("secret rotation", () => {
   });
 
   it("a token fetched with the old secret while the file changed is not kept", async () => {
-    const { clock, source, endpoint } = rotatingSource(100);
+    const { clock, source, endpoint, logs } = rotatingSource(100);
     endpoint.latencyMs = 1_000;
     source.start();
     await vi.waitFor(() => expect(endpoint.calls).toHaveLength(1));
     await writeFile(secretPath, "new-secret-v2\n");
     await clock.advance(100);
-    await vi.waitFor(() => expect(source.status().state).toBe("fetching"));
-    // Let the poll's real I/O finish before the old request lands.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(source.status().state).toBe("fetching");
+    // The poll's stat and read are real I/O: the old request lands only once the change is seen
+    // (a fixed 50 ms wait for it was too short on a loaded CI machine).
+    await vi.waitFor(() =>
+      expect(logs.records.some((r) => r.msg === "secret rotation picked up")).toBe(true),
+    );
     await clock.advance(900);
     expect(source.peekToken()).toBeUndefined();
     await vi.waitFor(() => expect(endpoint.calls).toHaveLength(2));
