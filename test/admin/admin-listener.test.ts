@@ -17,6 +17,7 @@ import {
 } from "../../src/admin/admin-listener.js";
 import { createAdminServer } from "../../src/admin/admin-server.js";
 import type { ReadinessConfig } from "../../src/config/proxy-config.js";
+import { waitFor } from "../helpers/wait.js";
 import {
   buildTestAdmin,
   failedStatus,
@@ -324,11 +325,13 @@ describe("the admin listener: probes without fastify, the rest by fastify built 
     const gate = new Promise<void>((resolve) => {
       release = resolve;
     });
+    let collecting = false;
     new Gauge({
       name: "test_slow_collect",
       help: "collect waits for the test",
       registers: [admin.metrics.registry],
       async collect() {
+        collecting = true;
         await gate;
       },
     });
@@ -340,7 +343,8 @@ describe("the admin listener: probes without fastify, the rest by fastify built 
       await (await request(`${origin}/livez`, { dispatcher: probeClient })).body.dump();
       await (await request(`${origin}/status`, { dispatcher: statusClient })).body.dump();
       const scrape = request(`${origin}/metrics`, { dispatcher: scrapeClient });
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      // In flight once its collect runs (a fixed 50 ms could lose on a loaded machine).
+      await waitFor(() => collecting, "the scrape's collect");
       const startedMs = performance.now();
       // Far beyond what the test waits: only closing the connections can end it in time.
       const closed = listener.close(60_000);

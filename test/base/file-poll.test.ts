@@ -132,7 +132,7 @@ describe("pollFiles", () => {
     expect(changes).toHaveLength(0);
     await clock.advance(1);
     // The stat runs on real I/O: the timer started it, wait for it to land.
-    await vi.waitFor(() => expect(changes).toHaveLength(1));
+    await vi.waitFor(() => expect(changes).toHaveLength(1), { timeout: 10_000 }); // real I/O
     poll.close();
     expect(clock.pendingTimers).toBe(0);
     const none = pollFiles({ paths: [], pollIntervalMs: 1_000, timers: clock, onChange: () => {} });

@@ -150,7 +150,7 @@ describe("htpasswd users file", () => {
     await rm(join(dir, "..2026_01"), { recursive: true });
 
     const current = users;
-    await vi.waitFor(() => expect(current.generation).toBe(1), { timeout: 2_000, interval: 10 });
+    await vi.waitFor(() => expect(current.generation).toBe(1), { timeout: 10_000, interval: 10 });
     expect(await users.verify("alice", "two")).toBe(true);
     expect(await users.verify("alice", "one")).toBe(false);
   });

@@ -8,7 +8,7 @@ import { startTlsEmulator } from "../helpers/emulator.js";
 import { type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
 import { freePort } from "../helpers/redis-server.js";
 import { createTestPki, type TestPki } from "../helpers/tls.js";
-import { sleep } from "../helpers/wait.js";
+import { sleep, waitFor } from "../helpers/wait.js";
 import {
   type Answer,
   metricsText,
@@ -262,7 +262,8 @@ describe("an upstream restart", () => {
     });
     await sleep(200);
     const post = send(`${gateway.url}/orders/create`, { method: "POST", body: '{"n":1}' });
-    await sleep(100);
+    // The upstream answers it 300 ms after it arrives: stop it in between.
+    await waitFor(() => counts.post === 1, "the POST at the upstream", 10_000);
     // Down for 100 ms while the POST is being processed and GETs keep coming. (Five retries
     // back off 50, 100, 200, 400, 800 ms at most, with full jitter: about 0.8 s on average. The
     // chance that all five fit inside the outage grows with its fifth power: a 200 ms outage lost

@@ -6,7 +6,7 @@
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rawRequest } from "../helpers/raw-http.js";
-import { type HostileWorld, sleep, startHostileWorld } from "./support/hostile-world.js";
+import { type HostileWorld, logLine, startHostileWorld } from "./support/hostile-world.js";
 
 let world: HostileWorld;
 beforeAll(async () => {
@@ -27,9 +27,8 @@ describe("Expect header", () => {
     expect(res.headers.get("content-type")).toEqual(["application/json"]);
     expect(JSON.parse(res.body).error.code).toBe("expectation_failed");
     expect(world.upstream.requests.length).toBe(seen);
-    await sleep(200);
-    const line = world.logs().find((l) => l.msg === "request" && l.status === 417);
-    expect(line?.errorCode).toBe("expectation_failed");
+    const line = await logLine(world, (l) => l.msg === "request" && l.status === 417);
+    expect(line.errorCode).toBe("expectation_failed");
     const metrics = await (await request(`${world.proxy.adminUrl}/metrics`)).body.text();
     expect(metrics).toMatch(/bearer_proxy_errors_total\{[^}]*code="expectation_failed"[^}]*\} 1/);
   });

@@ -14,6 +14,7 @@ import {
   sleep,
   startHostileWorld,
   stillAlive,
+  upstreamReached,
 } from "./support/hostile-world.js";
 
 let world: HostileWorld;
@@ -47,7 +48,7 @@ describe("client hang-ups", () => {
 
   it("while queued for a pooled connection, with a streamed upload", async () => {
     const holders = [0, 1].map(() => request(`http://127.0.0.1:${world.port}/slow-headers/1500`));
-    await sleep(300);
+    await upstreamReached(world, "/slow-headers/", 2);
     const socket = await open();
     socket.write(`${head("POST", "/echo/queued", "Transfer-Encoding: chunked\r\n")}5\r\nhello\r\n`);
     await sleep(300);

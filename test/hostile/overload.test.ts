@@ -10,6 +10,7 @@ import {
   sleep,
   startHostileWorld,
   stillAlive,
+  upstreamReached,
 } from "./support/hostile-world.js";
 
 let world: HostileWorld;
@@ -33,7 +34,7 @@ describe("overload", () => {
     const holders = [0, 1].map(() =>
       request(`http://127.0.0.1:${world.port}/slow-headers/3000`, { headersTimeout: 10_000 }),
     );
-    await sleep(300);
+    await upstreamReached(world, "/slow-headers/", 2);
     const started = Date.now();
     const refused = await request(`http://127.0.0.1:${world.port}/status/204`);
     const body = (await refused.body.json()) as { error: { code: string } };

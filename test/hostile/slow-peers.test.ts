@@ -17,6 +17,7 @@ import {
   sleep,
   startHostileWorld,
   stillAlive,
+  upstreamReached,
 } from "./support/hostile-world.js";
 
 const POOL = 2;
@@ -76,7 +77,7 @@ describe("slow peers", () => {
     const holders = Array.from({ length: POOL }, () =>
       request(`http://127.0.0.1:${world.port}/slow-headers/4000`, { headersTimeout: 10_000 }),
     );
-    await sleep(300);
+    await upstreamReached(world, "/slow-headers/", POOL);
     const started = Date.now();
     const res = await request(`http://127.0.0.1:${world.port}/status/204`, {
       headersTimeout: 8_000,

@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { closedPort, type FakeUpstream, startFakeUpstream } from "../helpers/fake-upstreams.js";
 import { rawRequest } from "../helpers/raw-http.js";
 import { createTestPki, type TestPki } from "../helpers/tls.js";
+import { waitFor } from "../helpers/wait.js";
 import { requestLogs, startTestProxy, type TestProxy } from "./harness.js";
 import { createStubTokens } from "./stub-tokens.js";
 
@@ -52,7 +53,9 @@ describe("proxy listener lifecycle", () => {
   it("close() lets an in-flight request finish, then resolves", async () => {
     const p = await start();
     const pending = request(`${p.url}/slow-headers/300`);
-    await new Promise((r) => setTimeout(r, 100));
+    // In flight once the upstream has it (a fixed wait for that could lose on a loaded machine).
+    const seen = upstream.requests.length;
+    await waitFor(() => upstream.requests.length > seen, "the request at the upstream", 10_000);
     const closing = p.listeners[0]!.proxy.close(5_000);
     const response = await pending;
     expect(response.statusCode).toBe(200);

@@ -16,6 +16,9 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/** vi.waitFor with room for a loaded machine's real file I/O (its default is 1 s). */
+const eventually = (check: () => void) => vi.waitFor(check, { timeout: 10_000 });
+
 function rotatingSource(pollIntervalMs: number) {
   return makeSource({
     clock: new FakeClock(),
@@ -29,14 +32,14 @@ describe("secret rotation", () => {
     const { clock, source, endpoint, logs } = rotatingSource(2_000);
     endpoint.latencyMs = 300;
     source.start();
-    await vi.waitFor(() => expect(endpoint.calls).toHaveLength(1)); // after the real file read
+    await eventually(() => expect(endpoint.calls).toHaveLength(1)); // after the real file read
     await clock.advance(300);
     expect(source.peekToken()?.value).toBe("tok-1");
     expect(endpoint.calls[0]!.credentials.clientSecret).toBe("old-secret");
 
     await writeFile(secretPath, "new-secret-v2\n");
     await clock.advance(2_000); // the poll fires; stat and read are real I/O
-    await vi.waitFor(() => expect(endpoint.calls).toHaveLength(2));
+    await eventually(() => expect(endpoint.calls).toHaveLength(2));
     expect(source.peekToken()).toBeUndefined(); // dropped before the new one arrived
     expect(endpoint.calls[1]!.atMs).toBe(2_300);
     expect(endpoint.calls[1]!.credentials.clientSecret).toBe("new-secret-v2");
@@ -56,12 +59,12 @@ describe("secret rotation", () => {
     endpoint.answer = (call) =>
       call.credentials.clientSecret === "new-secret-v2" ? endpoint.token(600) : invalidClient();
     source.start();
-    await vi.waitFor(() => expect(source.status().state).toBe("failed"));
+    await eventually(() => expect(source.status().state).toBe("failed"));
     expect(clock.nextTimerAt()).toBeGreaterThanOrEqual(2_000);
 
     await writeFile(secretPath, "new-secret-v2\n");
     await clock.advance(2_000);
-    await vi.waitFor(() => expect(source.peekToken()?.value).toBe("tok-1"));
+    await eventually(() => expect(source.peekToken()?.value).toBe("tok-1"));
     expect(endpoint.calls).toHaveLength(2);
     expect(endpoint.calls[1]!.atMs).toBeLessThan(3_000);
     source.close();
@@ -73,13 +76,13 @@ describe("secret rotation", () => {
     endpoint.answer = (call) =>
       call.credentials.clientSecret === "new-secret-v2" ? endpoint.token(600) : invalidClient();
     source.start();
-    await vi.waitFor(() => expect(endpoint.calls).toHaveLength(1));
+    await eventually(() => expect(endpoint.calls).toHaveLength(1));
     await writeFile(secretPath, "new-secret-v2\n"); // rotated while the request was in flight
     await clock.advance(500);
-    await vi.waitFor(() => expect(source.status().state).toBe("failed"));
-    await vi.waitFor(() => expect(clock.nextTimerAt()).toBe(1_000)); // min refresh interval, not 30 s
+    await eventually(() => expect(source.status().state).toBe("failed"));
+    await eventually(() => expect(clock.nextTimerAt()).toBe(1_000)); // min refresh interval, not 30 s
     await clock.advance(500);
-    await vi.waitFor(() => expect(endpoint.calls).toHaveLength(2));
+    await eventually(() => expect(endpoint.calls).toHaveLength(2));
     expect(endpoint.calls[1]!.credentials.clientSecret).toBe("new-secret-v2");
     await clock.advance(500);
     expect(source.peekToken()?.value).toBe("tok-1");
@@ -90,18 +93,18 @@ describe("secret rotation", () => {
     const { clock, source, endpoint, logs } = rotatingSource(100);
     endpoint.latencyMs = 1_000;
     source.start();
-    await vi.waitFor(() => expect(endpoint.calls).toHaveLength(1));
+    await eventually(() => expect(endpoint.calls).toHaveLength(1));
     await writeFile(secretPath, "new-secret-v2\n");
     await clock.advance(100);
     expect(source.status().state).toBe("fetching");
     // The poll's stat and read are real I/O: the old request lands only once the change is seen
     // (a fixed 50 ms wait for it was too short on a loaded CI machine).
-    await vi.waitFor(() =>
+    await eventually(() =>
       expect(logs.records.some((r) => r.msg === "secret rotation picked up")).toBe(true),
     );
     await clock.advance(900);
     expect(source.peekToken()).toBeUndefined();
-    await vi.waitFor(() => expect(endpoint.calls).toHaveLength(2));
+    await eventually(() => expect(endpoint.calls).toHaveLength(2));
     expect(endpoint.calls[1]!.credentials.clientSecret).toBe("new-secret-v2");
     await clock.advance(1_000);
     expect(source.peekToken()?.value).toBe("tok-2");

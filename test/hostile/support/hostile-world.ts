@@ -14,6 +14,7 @@ import type { Emulator } from "../../../src/emulator/emulator-types.js";
 import { type FakeUpstream, startFakeUpstream } from "../../helpers/fake-upstreams.js";
 import { type ProxyProcess, startProxyProcess } from "../../helpers/proxy-process.js";
 import { createTestPki } from "../../helpers/tls.js";
+import { waitFor } from "../../helpers/wait.js";
 
 export interface HostileWorldOptions {
   /** `limits:` of the proxy config. */
@@ -139,6 +140,28 @@ export async function stillAlive(world: HostileWorld): Promise<{ pid: number; li
     pid: world.proxy.child.exitCode === null ? world.proxy.child.pid! : -1,
     live: await world.livez(),
   };
+}
+
+/**
+ * Waits until `count` requests whose path starts with `pathPrefix` reached the upstream: a
+ * holder is holding its pooled connection only from then on (a fixed wait for it was a guess
+ * that a loaded machine could lose).
+ */
+export function upstreamReached(world: HostileWorld, pathPrefix: string, count: number) {
+  return waitFor(
+    () => world.upstream.requests.filter((r) => r.url.startsWith(pathPrefix)).length >= count,
+    `${count} × ${pathPrefix} at the upstream`,
+    10_000,
+  );
+}
+
+/** Waits for the proxy's log line that `match` picks, and returns it. */
+export async function logLine(
+  world: HostileWorld,
+  match: (line: Record<string, unknown>) => boolean,
+): Promise<Record<string, unknown>> {
+  await waitFor(() => world.logs().some(match), "the proxy's log line", 10_000);
+  return world.logs().find(match)!;
 }
 
 /** Most RSS growth a hostile test tolerates over the proxy's own start-up level. */

@@ -38,21 +38,28 @@ describe("QueueDeadlines", () => {
     expect(deadlines.size).toBe(0);
   });
 
-  it("re-adding a waiter (a resend that queues again) restarts its wait", async () => {
-    const deadlines = new QueueDeadlines(60);
-    const expired: { name: string; lateMs: number }[] = [];
-    const a = waiter("a", expired);
-    deadlines.add(a);
-    const firstDeadline = a.queueDeadlineMs;
-    await sleep(30);
-    deadlines.remove(a);
-    deadlines.add(a);
-    expect(a.queueDeadlineMs).toBeGreaterThan(firstDeadline);
-    expect(deadlines.size).toBe(1);
-    await sleep(45); // past the first deadline, before the second
-    expect(expired).toEqual([]);
-    await sleep(150);
-    expect(expired.map((e) => e.name)).toEqual(["a"]);
+  it("re-adding a waiter (a resend that queues again) restarts its wait", () => {
+    // Fake time: with real timers a stall of the test process past the second deadline would
+    // expire `a` before the check that it has not.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      const deadlines = new QueueDeadlines(60);
+      const expired: { name: string; lateMs: number }[] = [];
+      const a = waiter("a", expired);
+      deadlines.add(a);
+      const firstDeadline = a.queueDeadlineMs;
+      vi.advanceTimersByTime(30);
+      deadlines.remove(a);
+      deadlines.add(a);
+      expect(a.queueDeadlineMs).toBe(firstDeadline + 30);
+      expect(deadlines.size).toBe(1);
+      vi.advanceTimersByTime(45); // at 75: past the first deadline (60), before the second (90)
+      expect(expired).toEqual([]);
+      vi.advanceTimersByTime(15);
+      expect(expired.map((e) => e.name)).toEqual(["a"]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("keeps one timer when an expiry adds a waiter (the next pipelined request queues at once)", () => {
