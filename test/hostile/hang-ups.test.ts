@@ -47,8 +47,9 @@ describe("client hang-ups", () => {
   });
 
   it("while queued for a pooled connection, with a streamed upload", async () => {
+    const since = world.upstream.requests.length;
     const holders = [0, 1].map(() => request(`http://127.0.0.1:${world.port}/slow-headers/1500`));
-    await upstreamReached(world, "/slow-headers/", 2);
+    await upstreamReached(world, { pathPrefix: "/slow-headers/", count: 2, since });
     const socket = await open();
     socket.write(`${head("POST", "/echo/queued", "Transfer-Encoding: chunked\r\n")}5\r\nhello\r\n`);
     await sleep(300);

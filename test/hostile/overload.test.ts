@@ -31,10 +31,11 @@ describe("overload", () => {
   it("beyond maxInFlight: fast 503 overloaded; sustained, /readyz fails; then recovers", async () => {
     for (let i = 0; i < 100 && (await readyz()).status !== 200; i++) await sleep(100);
     expect((await readyz()).status).toBe(200);
+    const since = world.upstream.requests.length;
     const holders = [0, 1].map(() =>
       request(`http://127.0.0.1:${world.port}/slow-headers/3000`, { headersTimeout: 10_000 }),
     );
-    await upstreamReached(world, "/slow-headers/", 2);
+    await upstreamReached(world, { pathPrefix: "/slow-headers/", count: 2, since });
     const started = Date.now();
     const refused = await request(`http://127.0.0.1:${world.port}/status/204`);
     const body = (await refused.body.json()) as { error: { code: string } };

@@ -74,10 +74,11 @@ describe("slow peers", () => {
   });
 
   it("no pooled connection comes free within timeouts.queue: 503 upstream_busy with Retry-After", async () => {
+    const since = world.upstream.requests.length;
     const holders = Array.from({ length: POOL }, () =>
       request(`http://127.0.0.1:${world.port}/slow-headers/4000`, { headersTimeout: 10_000 }),
     );
-    await upstreamReached(world, "/slow-headers/", POOL);
+    await upstreamReached(world, { pathPrefix: "/slow-headers/", count: POOL, since });
     const started = Date.now();
     const res = await request(`http://127.0.0.1:${world.port}/status/204`, {
       headersTimeout: 8_000,

@@ -143,16 +143,17 @@ export async function stillAlive(world: HostileWorld): Promise<{ pid: number; li
 }
 
 /**
- * Waits until `count` requests whose path starts with `pathPrefix` reached the upstream: a
- * holder is holding its pooled connection only from then on (a fixed wait for it was a guess
- * that a loaded machine could lose).
+ * Waits until `count` requests whose path starts with `pathPrefix` reached the upstream after
+ * its first `since` requests: a holder is holding its pooled connection only from then on (a
+ * fixed wait for it was a guess that a loaded machine could lose).
  */
-export function upstreamReached(world: HostileWorld, pathPrefix: string, count: number) {
-  return waitFor(
-    () => world.upstream.requests.filter((r) => r.url.startsWith(pathPrefix)).length >= count,
-    `${count} × ${pathPrefix} at the upstream`,
-    10_000,
-  );
+export function upstreamReached(
+  world: HostileWorld,
+  { pathPrefix, count, since }: { pathPrefix: string; count: number; since: number },
+) {
+  const arrived = () =>
+    world.upstream.requests.slice(since).filter((r) => r.url.startsWith(pathPrefix)).length;
+  return waitFor(() => arrived() >= count, `${count} × ${pathPrefix} at the upstream`, 10_000);
 }
 
 /** Waits for the proxy's log line that `match` picks, and returns it. */
