@@ -11,7 +11,11 @@ import {
   type RedisTarget,
   redisClientTiming,
 } from "./redis-clients.js";
-import { type CancelTimeout, stallTolerantTimeout } from "./stall-tolerant-timeout.js";
+import {
+  type CancelTimeout,
+  stallTolerantTimeout,
+  withStallTolerantTimeout,
+} from "./stall-tolerant-timeout.js";
 
 /** After a failed command on a live socket (a slow Redis), skip Redis this long before retrying. */
 const PROBE_DELAY_MS = 1_000;
@@ -61,17 +65,16 @@ export interface RedisConnectionOptions {
 // Compare-and-delete: only the replica that still owns the lock may release it.
 const DELETE_IF_EQUALS = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`;
 
-/** Rejects after `timeoutMs`; a late outcome of `command` is ignored. */
+/**
+ * Rejects after `timeoutMs`; a late outcome of `command` is ignored. A reply that came during a
+ * stall of our own loop is read, not timed out.
+ */
 function withTimeout<T>(command: Promise<T>, timeoutMs: number): Promise<T> {
-  let cancel: CancelTimeout = () => {};
-  const timedOut = new Promise<never>((_, reject) => {
-    // A reply that came during a stall of our own loop is read, not timed out.
-    cancel = stallTolerantTimeout(timeoutMs, () =>
-      reject(new Error(`redis command timed out after ${timeoutMs} ms`)),
-    );
-  });
-  command.catch(() => {}); // a reply failing after we gave up must not become an unhandled rejection
-  return Promise.race([command, timedOut]).finally(() => cancel());
+  return withStallTolerantTimeout(
+    command,
+    timeoutMs,
+    () => new Error(`redis command timed out after ${timeoutMs} ms`),
+  );
 }
 
 /** Creates the client and starts connecting in the background; never throws on Redis errors. */

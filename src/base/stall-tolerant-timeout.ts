@@ -38,3 +38,28 @@ export function stallTolerantTimeout(
     if (afterPoll !== undefined) clearImmediate(afterPoll);
   };
 }
+
+/**
+ * `work`, or a rejection with `timeoutError()` after a stall-tolerant `ms` (as above); `work`
+ * settling later is ignored, its rejection included.
+ */
+export function withStallTolerantTimeout<T>(
+  work: Promise<T>,
+  ms: number,
+  timeoutError: () => Error,
+  clock: Pick<Clock, "now" | "setTimeout" | "clearTimeout"> = systemClock,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const cancel = stallTolerantTimeout(ms, () => reject(timeoutError()), clock);
+    work.then(
+      (value) => {
+        cancel();
+        resolve(value);
+      },
+      (err: unknown) => {
+        cancel();
+        reject(err);
+      },
+    );
+  });
+}

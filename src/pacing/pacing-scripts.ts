@@ -4,7 +4,7 @@
  * by `commandTimeoutMs` so that a slow Redis makes the replica pace alone instead of waiting.
  */
 import type { Clock } from "../base/clock.js";
-import { stallTolerantTimeout } from "../base/stall-tolerant-timeout.js";
+import { withStallTolerantTimeout } from "../base/stall-tolerant-timeout.js";
 import {
   type LuaScript,
   parseReservation,
@@ -64,24 +64,13 @@ export class PacingScripts {
       return client.eval(scriptToRun.text, { keys, arguments: args });
     };
     const { clock, commandTimeoutMs } = this;
-    return new Promise((resolve, reject) => {
-      // A reply that came during a stall of our own loop is read, not timed out: a replica that
-      // wrongly paces alone sends more than the shared budget allows.
-      const cancel = stallTolerantTimeout(
-        commandTimeoutMs,
-        () => reject(new Error(`Redis did not answer within ${commandTimeoutMs} ms`)),
-        clock,
-      );
-      call().then(
-        (reply) => {
-          cancel();
-          resolve(reply);
-        },
-        (err: unknown) => {
-          cancel();
-          reject(err);
-        },
-      );
-    });
+    // A reply that came during a stall of our own loop is read, not timed out: a replica that
+    // wrongly paces alone sends more than the shared budget allows.
+    return withStallTolerantTimeout(
+      call(),
+      commandTimeoutMs,
+      () => new Error(`Redis did not answer within ${commandTimeoutMs} ms`),
+      clock,
+    );
   }
 }
