@@ -14,4 +14,4 @@ const http = createRequire(import.meta.url)("node:http") as typeof NodeHttp;
 export const createServer: typeof NodeHttp.createServer = http.createServer;
 export const ServerResponse: typeof NodeHttp.ServerResponse = http.ServerResponse;
 export type ServerResponse = NodeHttp.ServerResponse;
-export type { IncomingMessage, Server } from "node:http";
+export type { IncomingMessage, Server, ServerOptions } from "node:http";
