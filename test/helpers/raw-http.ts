@@ -30,6 +30,12 @@ export interface RawRequestOptions {
   /** Half-close our side after writing. Default false (a real client keeps the connection). */
   endAfterWrite?: boolean;
   host?: string;
+  /**
+   * Resolve as soon as this holds for the complete responses so far (`closed` false), instead of
+   * waiting out `timeoutMs` on a connection the server keeps open: a loaded machine then gets the
+   * whole `timeoutMs`, and a quick one doesn't wait it.
+   */
+  until?: (responses: RawResponse[], text: string) => boolean;
 }
 
 /** Sends `data` on a fresh connection and collects the answer until close or timeout. */
@@ -52,7 +58,12 @@ export function rawRequest(
       resolve({ text, closed, responses: parseResponses(text) });
     };
     const timer = setTimeout(() => finish(false), timeoutMs);
-    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+    socket.on("data", (chunk: Buffer) => {
+      chunks.push(chunk);
+      if (options.until === undefined) return;
+      const text = Buffer.concat(chunks).toString("latin1");
+      if (options.until(parseResponses(text, { completeOnly: true }), text)) finish(false);
+    });
     socket.on("end", () => finish(true));
     socket.on("close", () => finish(true));
     socket.on("error", (err: NodeJS.ErrnoException) => {
@@ -77,8 +88,15 @@ export function rawRequest(
   });
 }
 
-/** Parses back-to-back HTTP/1.1 responses (Content-Length or chunked bodies). */
-export function parseResponses(text: string): RawResponse[] {
+/**
+ * Parses back-to-back HTTP/1.1 responses (Content-Length or chunked bodies). The last one may be
+ * cut short (a connection that ended mid-body) unless `completeOnly`, which stops before a
+ * response whose body has not all arrived (one read to the close never counts as complete).
+ */
+export function parseResponses(
+  text: string,
+  { completeOnly = false }: { completeOnly?: boolean } = {},
+): RawResponse[] {
   const responses: RawResponse[] = [];
   let rest = text;
   while (rest.startsWith("HTTP/")) {
@@ -100,22 +118,32 @@ export function parseResponses(text: string): RawResponse[] {
     if ((status >= 100 && status < 200) || status === 304 || status === 204) {
       // no body
     } else if (length !== undefined) {
+      if (completeOnly && rest.length < Number(length)) break;
       body = rest.slice(0, Number(length));
       rest = rest.slice(Number(length));
     } else if (headers.get("transfer-encoding")?.[0]?.toLowerCase() === "chunked") {
+      let complete = false;
       for (;;) {
         const lineEnd = rest.indexOf("\r\n");
         if (lineEnd === -1) break;
         const size = Number.parseInt(rest.slice(0, lineEnd), 16);
-        rest = rest.slice(lineEnd + 2);
         if (size === 0) {
-          rest = rest.slice(rest.indexOf("\r\n") + 2);
+          const trailerEnd = rest.indexOf("\r\n\r\n", lineEnd);
+          complete = trailerEnd !== -1;
+          rest = complete ? rest.slice(trailerEnd + 4) : "";
           break;
         }
-        body += rest.slice(0, size);
-        rest = rest.slice(size + 2);
+        if (rest.length < lineEnd + 2 + size + 2) {
+          body += rest.slice(lineEnd + 2, lineEnd + 2 + size);
+          rest = "";
+          break;
+        }
+        body += rest.slice(lineEnd + 2, lineEnd + 2 + size);
+        rest = rest.slice(lineEnd + 2 + size + 2);
       }
+      if (completeOnly && !complete) break;
     } else {
+      if (completeOnly) break;
       body = rest;
       rest = "";
     }

@@ -33,7 +33,8 @@ describe("bodiless responses with Content-Length", () => {
       const answer = await rawRequest(
         world.port,
         `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /status/200 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`,
-        { timeoutMs: 2_000 },
+        // Kept alive after both: done once both answers are in.
+        { timeoutMs: 15_000, until: (responses) => responses.length === 2 },
       );
       expect(answer.responses.map((r) => r.status)).toEqual([
         path === "/not-modified" ? 304 : 204,

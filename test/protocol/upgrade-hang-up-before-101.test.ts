@@ -100,7 +100,9 @@ describe("a client that hangs up before its 101", () => {
     const answer = rawRequest(proxy.port, "", {
       parts: [`GET /early HTTP/1.1\r\n${HANDSHAKE}`, maskedTextFrame("early")],
       pauseMs: 50,
-      timeoutMs: 1_500,
+      timeoutMs: 15_000,
+      // The 101 stays open: done once the echoed frame is back (or the whole wait on a slow machine).
+      until: (_responses, text) => text.includes("\x81\x05early"),
     });
     await sleep(300);
     tokens.release();

@@ -227,7 +227,8 @@ describe("answers to Upgrade requests other than 101", () => {
       proxy.port,
       "GET /slow-headers/300 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" +
         `GET /ws/pipelined HTTP/1.1\r\nAuthorization: x\r\n${HANDSHAKE}`,
-      { timeoutMs: 2_000 },
+      // The tunnel stays open after its 101: done once both answers are in.
+      { timeoutMs: 15_000, until: (responses) => responses.length === 2 },
     );
     const [first, second] = exchange.responses;
     expect(first?.status).toBe(200);
