@@ -25,6 +25,12 @@ describe("parseResponses", () => {
     expect(parseResponses(text, { completeOnly: true }).map((r) => r.body)).toEqual(["hi", "next"]);
   });
 
+  it("a line that is no chunk size ends the parse instead of looping", () => {
+    const text = `${chunked}zz\r\nabc\r\n0\r\n\r\n${ok("after")}`;
+    expect(parseResponses(text)).toHaveLength(1);
+    expect(parseResponses(text, { completeOnly: true })).toEqual([]);
+  });
+
   it("a body read to the close is never complete", () => {
     const text = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close";
     expect(parseResponses(text)[0]?.body).toBe("until close");
@@ -63,6 +69,7 @@ describe("rawRequest until", () => {
     const started = performance.now();
     const exchange = await rawRequest(port, "GET / HTTP/1.1\r\n\r\n", { timeoutMs: 600 });
     expect(exchange.closed).toBe(false);
-    expect(performance.now() - started).toBeGreaterThanOrEqual(590);
+    // Not ≥ 600: the timer counts from libuv's loop time, which can be a little older than `started`.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(500);
   });
 });

@@ -36,6 +36,8 @@ export interface RawRequestOptions {
    * whole `timeoutMs`, and a quick one doesn't wait it.
    */
   until?: (responses: RawResponse[], text: string) => boolean;
+  /** Once `until` holds, go on collecting this long (to see that nothing more arrives). */
+  afterUntilMs?: number;
 }
 
 /** Sends `data` on a fresh connection and collects the answer until close or timeout. */
@@ -57,12 +59,19 @@ export function rawRequest(
       const text = Buffer.concat(chunks).toString("latin1");
       resolve({ text, closed, responses: parseResponses(text) });
     };
-    const timer = setTimeout(() => finish(false), timeoutMs);
+    let untilHeld = false;
+    let timer = setTimeout(() => finish(false), timeoutMs);
     socket.on("data", (chunk: Buffer) => {
       chunks.push(chunk);
       if (options.until === undefined) return;
       const text = Buffer.concat(chunks).toString("latin1");
-      if (options.until(parseResponses(text, { completeOnly: true }), text)) finish(false);
+      if (untilHeld || !options.until(parseResponses(text, { completeOnly: true }), text)) return;
+      untilHeld = true;
+      if (!options.afterUntilMs) finish(false);
+      else {
+        clearTimeout(timer);
+        timer = setTimeout(() => finish(false), options.afterUntilMs);
+      }
     });
     socket.on("end", () => finish(true));
     socket.on("close", () => finish(true));
@@ -127,6 +136,11 @@ export function parseResponses(
         const lineEnd = rest.indexOf("\r\n");
         if (lineEnd === -1) break;
         const size = Number.parseInt(rest.slice(0, lineEnd), 16);
+        // Not a chunk-size line: mis-framed, so parsing stops here (and never loops).
+        if (Number.isNaN(size)) {
+          rest = "";
+          break;
+        }
         if (size === 0) {
           const trailerEnd = rest.indexOf("\r\n\r\n", lineEnd);
           complete = trailerEnd !== -1;

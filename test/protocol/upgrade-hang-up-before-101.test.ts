@@ -101,8 +101,10 @@ describe("a client that hangs up before its 101", () => {
       parts: [`GET /early HTTP/1.1\r\n${HANDSHAKE}`, maskedTextFrame("early")],
       pauseMs: 50,
       timeoutMs: 15_000,
-      // The 101 stays open: done once the echoed frame is back (or the whole wait on a slow machine).
+      // The 101 stays open: done once the echoed frame is back, and 300 ms more to see that it
+      // comes only once.
       until: (_responses, text) => text.includes("\x81\x05early"),
+      afterUntilMs: 300,
     });
     await sleep(300);
     tokens.release();
