@@ -85,19 +85,15 @@ describe("stallTolerantTimeout", () => {
   });
 
   it("still times out on a peer that never answers, after the stall and one more wait", async () => {
-    const client = await connectToPeer(); // connected, but nothing is written: no answer comes
-    try {
-      const started = performance.now();
-      const timedOut = new Promise<number>((resolve) => {
-        stallTolerantTimeout(TIMEOUT_MS, () => resolve(performance.now() - started));
-      });
-      blockLoop(3 * TIMEOUT_MS);
-      const elapsed = await timedOut;
-      // Re-armed once after the stall: at least the stall and one wait.
-      expect(elapsed).toBeGreaterThanOrEqual(4 * TIMEOUT_MS - 5);
-    } finally {
-      client.destroy();
-    }
+    // Nothing is asked of anyone, so no answer comes.
+    const started = performance.now();
+    const timedOut = new Promise<number>((resolve) => {
+      stallTolerantTimeout(TIMEOUT_MS, () => resolve(performance.now() - started));
+    });
+    blockLoop(3 * TIMEOUT_MS);
+    const elapsed = await timedOut;
+    // Re-armed once after the stall: at least the stall and one wait.
+    expect(elapsed).toBeGreaterThanOrEqual(4 * TIMEOUT_MS - 5);
   });
 
   it("times out once, after one wait, when its timer is on time", async () => {

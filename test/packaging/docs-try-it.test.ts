@@ -4,8 +4,8 @@
  * with `bearer-proxy` on the PATH as the built dist/cli.js, in an empty temporary folder, under
  * bash -e. Only the ports move: the well-known ones a block uses (8080, 9901, 8443, …) become
  * free ports, consistently through the block and the files it writes. A line ending in
- * `# → TEXT` must print TEXT (its exit status aside: `check` exits 1 when it finds the fault it
- * is shown finding). Blocks that need Docker run only where the image is built.
+ * `# → TEXT` must print TEXT, not inside a longer word or number (its exit status aside: `check`
+ * exits 1 when it finds the fault it is shown finding). Blocks that need Docker run only where the image is built.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -37,8 +37,9 @@ function runnableScript(text: string, ports: ReadonlyMap<number, number>): strin
       `__expect ${shellQuote(expected!)} "$__out"`,
     ].join("; ");
   });
+  // TEXT must stand on its own in the output: `→ 2` is not met by "12", nor `→ 200` by "2001".
   const expect =
-    '__expect() { case "$2" in *"$1"*) ;; *) printf \'expected "%s" in the output above\\n\' "$1" >&2; exit 1;; esac; }';
+    '__expect() { [[ "$2" =~ (^|[^[:alnum:]_])"$1"($|[^[:alnum:]_]) ]] || { printf \'expected "%s" in the output above\\n\' "$1" >&2; exit 1; }; }';
   return [expect, ...checked].join("\n");
 }
 
@@ -126,7 +127,12 @@ async function runBlock(text: string): Promise<{ code: number | null; output: st
     // group is ended by afterEach.
     child.on("exit", (code, signal) => {
       clearTimeout(deadline);
+      let finished = false;
       const finish = () => {
+        // Once: after the drain timer, 'close' may still come, when afterEach has removed the
+        // folder whose logs it would read again.
+        if (finished) return;
+        finished = true;
         const status = code ?? (signal ? 128 : null);
         // A failed block also shows what its background jobs logged (a replica's reason).
         resolve({ code: status, output: status === 0 ? output : output + logTails(dir) });
@@ -185,6 +191,16 @@ describe("the try-it runner itself", () => {
     expect(result.code).not.toBe(0);
     expect(result.output).toContain('expected "200" in the output above');
     expect(result.output).toContain("the last 1 lines of replica.log ---\nthe replica said why");
+  });
+
+  it("takes a → line's text as a whole word or number, not as part of a longer one", async () => {
+    const longer = await runBlock(`${TRY_MARKER}\necho 12   # → 2\n`);
+    expect(longer.code).not.toBe(0);
+    expect(longer.output).toContain('expected "2" in the output above');
+    const within = await runBlock(
+      `${TRY_MARKER}\necho '{"error":{"code":"token_rejected"}}'   # → token_rejected\necho 'HTTP/1.1 407 x'   # → 407\n`,
+    );
+    expect(within.code, within.output).toBe(0);
   });
 
   it("finds the blocks, at least one per guide", () => {
