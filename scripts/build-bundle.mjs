@@ -11,7 +11,8 @@
  * emulator, the commands other than `run`), and the few modules the sources load with a
  * synchronous require on first use become entries of their own (LAZY_ENTRIES) that the bundle
  * requires by file name when that moment comes. `node:http2` is loaded only when HTTP/2 is used
- * (fastify and undici require it eagerly; see LAZY_BUILTINS).
+ * (fastify and undici require it eagerly; see LAZY_BUILTINS), and `node:zlib` only if prom-client's
+ * Pushgateway, which the proxy never uses, is ever asked for (2–12 ms of a start).
  *
  * Not bundled: `@node-rs/bcrypt`, a native addon (its `.node` file can't be inlined); the
  * callers' password checks fall back to bcryptjs (bundled) with a warning where it is missing.
@@ -122,6 +123,15 @@ function rewritesFor(id) {
       times: 1,
     });
   }
+  if (id.endsWith("/node_modules/prom-client/index.js")) {
+    // The Pushgateway's module requires node:zlib (gzipSync) as it loads.
+    rules.push({
+      find: "exports.Pushgateway = require('./lib/pushgateway');",
+      replace:
+        "Object.defineProperty(exports, 'Pushgateway', { enumerable: true, get: () => require('./lib/pushgateway') });",
+      times: 1,
+    });
+  }
   if (id.endsWith("/node_modules/undici/lib/dispatcher/client.js")) {
     rules.push({
       find: "const connectH2 = require('./client-h2.js')",
@@ -138,6 +148,7 @@ const REQUIRED_REWRITES = [
   "dist/config/config-schema.js",
   "fastify/lib/server.js",
   "undici/lib/dispatcher/client.js",
+  "prom-client/index.js",
 ];
 
 function applyRewrites(code, id, applied) {

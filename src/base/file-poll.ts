@@ -11,7 +11,7 @@
  * and compares content hashes, so a reload follows an edit within its debounce, not a poll.
  */
 import { type Stats, statSync } from "node:fs";
-import { stat } from "node:fs/promises";
+import { stat } from "./async-fs.js";
 import { type Clock, systemClock } from "./clock.js";
 
 /**

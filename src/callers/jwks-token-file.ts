@@ -11,8 +11,8 @@
  * name the file and, at most, the token's fingerprint.
  */
 import { readFileSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
+import { readFile } from "../base/async-fs.js";
 import { parseBearerTokenFile } from "../base/bearer-token.js";
 import { fingerprint } from "../base/fingerprint.js";
 import { ConfigError } from "../errors.js";

@@ -4,7 +4,7 @@
  * Kubernetes' `..data` symlink swaps), plus reading the text and handing it over.
  */
 import { readFileSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { readFile } from "../base/async-fs.js";
 import { pollFiles, statSignatureSync } from "../base/file-poll.js";
 
 /** How often a watched file is stat()ed by default: a revoked user loses access within ~1 s. */

@@ -5,8 +5,9 @@
  * Order: parse YAML → interpolate `${VAR}` → merge env/flags (flags > env > file) → coerce
  * interpolated numbers/booleans → schema → semantic checks → defaults and derived values.
  */
-import { readFile } from "node:fs/promises";
+
 import { dirname, resolve } from "node:path";
+import { readFile } from "../base/async-fs.js";
 import type { ConfigIssue } from "../errors.js";
 import { coerceDocument } from "./coerce.js";
 import { loadConfigReport, loadConfigSchema } from "./config-schema.js";

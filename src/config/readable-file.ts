@@ -4,7 +4,7 @@
  * loader (config/intercept-ca.ts) both ask here.
  */
 import { constants } from "node:fs";
-import { access, stat } from "node:fs/promises";
+import { access, stat } from "../base/async-fs.js";
 
 /** Undefined when `file` is a readable regular file, else what is wrong with it. */
 export async function checkReadableFile(file: string): Promise<string | undefined> {

@@ -6,7 +6,7 @@
  * without binding, and then any `tls` works.
  */
 import { X509Certificate } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { readFile } from "../base/async-fs.js";
 import { type IssueList, type IssuePath, isObject } from "./issues.js";
 import { type PathContext, resolveFilePath } from "./normalize.js";
 

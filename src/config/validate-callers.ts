@@ -4,7 +4,7 @@
  * file defines, a service-account rule with `callers.kubernetes` set — so a typo never becomes a
  * rule that silently matches nobody (or, worse, a route left open).
  */
-import { readFile } from "node:fs/promises";
+import { readFile } from "../base/async-fs.js";
 import { parseBearerTokenFile } from "../base/bearer-token.js";
 import { parseCidr } from "../base/cidr.js";
 import { parseHtpasswd } from "../base/htpasswd-format.js";

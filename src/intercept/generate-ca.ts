@@ -6,8 +6,8 @@
  */
 import { randomBytes, webcrypto } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { mkdir, writeFile } from "../base/async-fs.js";
 
 /** File names written by `writeInterceptCa`. */
 export const GENERATED_CA_FILES = {

@@ -8,8 +8,8 @@
  */
 import { createHash } from "node:crypto";
 import { type FSWatcher, watch } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
+import { readFile } from "../base/async-fs.js";
 
 export type ReloadTrigger = "SIGHUP" | "file";
 

@@ -4,7 +4,7 @@
  * rotated secret or key is used without a restart. The files are polled with the house's one
  * file poll (base/file-poll.ts, which follows Kubernetes' `..data` symlink swaps).
  */
-import { readFile } from "node:fs/promises";
+import { readFile } from "../base/async-fs.js";
 import { type Clock, systemClock } from "../base/clock.js";
 import { pollFiles, statSignature } from "../base/file-poll.js";
 import { hashValue } from "../base/fingerprint.js";

@@ -5,7 +5,7 @@
  * so it is read before every token request; an expired or malformed one fails here, with the
  * file named, instead of as an opaque invalid_client from the IdP.
  */
-import { readFile } from "node:fs/promises";
+import { readFile } from "../../base/async-fs.js";
 import { BearerProxyError } from "../../errors.js";
 import { type ClientAuth, jwtAssertionParts } from "./client-auth-types.js";
 import { decodeJwtPayload } from "./jws.js";
