@@ -11,8 +11,8 @@
  * emulator, the commands other than `run`), and the few modules the sources load with a
  * synchronous require on first use become entries of their own (LAZY_ENTRIES) that the bundle
  * requires by file name when that moment comes. `node:http2` is loaded only when HTTP/2 is used
- * (fastify and undici require it eagerly; see LAZY_BUILTINS), and `node:zlib` only if prom-client's
- * Pushgateway, which the proxy never uses, is ever asked for (2–12 ms of a start).
+ * (fastify and undici require it eagerly; see LAZY_BUILTINS), and `node:zlib` and `node:https`
+ * only if prom-client's Pushgateway, which the proxy never uses, is ever asked for.
  *
  * Not bundled: `@node-rs/bcrypt`, a native addon (its `.node` file can't be inlined); the
  * callers' password checks fall back to bcryptjs (bundled) with a warning where it is missing.
@@ -124,7 +124,7 @@ function rewritesFor(id) {
     });
   }
   if (id.endsWith("/node_modules/prom-client/index.js")) {
-    // The Pushgateway's module requires node:zlib (gzipSync) as it loads.
+    // The Pushgateway's module requires node:zlib (gzipSync), node:http and node:https as it loads.
     rules.push({
       find: "exports.Pushgateway = require('./lib/pushgateway');",
       replace:
