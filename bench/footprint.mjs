@@ -527,21 +527,30 @@ function stats(values) {
 }
 
 /**
- * The direct path's latency at `rate`, metric by metric: the lowest over the rounds. A stall of
- * the VM can only raise a latency, and direct is measured once per round, minutes before some of
- * the cells; the round's own direct, taken as the base, turned one stalled run (p99 170 ms) into
- * an "added" of −82 ms for every cell of its round, and a verdict of met.
+ * The direct path's latency at `rate`, quantile by quantile: the lowest over the rounds. A stall
+ * of the VM can only raise a latency, and direct is measured once per round, minutes before some
+ * of the cells; the round's own direct, taken as the base, turned one stalled run (p99 170 ms)
+ * into an "added" of −128 to −168 ms for every cell of its round, and a verdict of met. A run
+ * that failed (nothing recorded, or more than 1 % errors) is no base at all: its quantiles read 0.
  */
 function directBaseline(direct, rate) {
-  const runs = direct.flatMap((d) => d.rates.filter((r) => r.rate === rate));
+  const runs = direct.flatMap((d) => d.rates.filter((r) => r.rate === rate && usableDirect(r)));
   if (runs.length === 0) return undefined;
-  const lowest = (k) => Math.min(...runs.map((r) => r[k]));
+  const lowest = (k) => {
+    const values = runs.map((r) => r[k]).filter(Number.isFinite);
+    return values.length > 0 ? Math.min(...values) : Number.NaN;
+  };
   return {
     p50Ms: lowest("p50Ms"),
     p99Ms: lowest("p99Ms"),
     p999Ms: lowest("p999Ms"),
     typicalSecondP99Ms: lowest("typicalSecondP99Ms"),
   };
+}
+
+/** A direct run whose quantiles mean something: requests recorded, errors under 1 %. */
+function usableDirect(run) {
+  return run.requests > 0 && run.errors <= run.requests * 0.01;
 }
 
 /** Medians (min–max) per Node × flag set; latency "added" is over {@link directBaseline}. */
@@ -555,10 +564,10 @@ export function summarizeFootprint(cells, direct) {
   return [...groups.values()].map((group) => {
     const measuredRates = [...new Set(group.flatMap((c) => c.rates.map((r) => r.rate)))];
     const rates = measuredRates.map((rate) => {
+      const base = directBaseline(direct, rate);
       const at = group.flatMap((c) => {
         const mine = c.rates.find((r) => r.rate === rate);
         if (!mine) return [];
-        const base = directBaseline(direct, rate);
         const floor = c.loadFloor?.rates.find((r) => r.rate === rate);
         return [{ mine, base, floor }];
       });
@@ -623,6 +632,23 @@ function worseNode(summary, flags, pick) {
   return rows.reduce((a, b) => (pick(b).median > pick(a).median ? b : a));
 }
 
+/** Direct's quantiles per round, as the report prints them (a failed run says so). */
+export function renderDirectLine(direct, rates) {
+  const perRound = (rate) =>
+    direct
+      .map((d) => {
+        const r = d.rates.find((x) => x.rate === rate);
+        if (!r) return null;
+        if (!usableDirect(r)) {
+          return `round ${d.round} failed (${r.requests} recorded, ${r.errors} errors; not a base)`;
+        }
+        return `round ${d.round} ${r.p50Ms.toFixed(2)} / ${r.p99Ms.toFixed(2)} / ${r.p999Ms.toFixed(2)}`;
+      })
+      .filter(Boolean)
+      .join("; ");
+  return `Direct, p50 / p99 / p99.9 ms: ${rates.map((rate) => `${rate} req/s: ${perRound(rate)}`).join(". ")}.`;
+}
+
 /** The "Footprint" section of the bench report. */
 export function renderFootprintMarkdown(result) {
   const { settings, nodes, summary, problems } = result;
@@ -679,20 +705,7 @@ export function renderFootprintMarkdown(result) {
     }
   }
   if (settings.load && result.direct?.length > 0) {
-    const perRound = (rate) =>
-      result.direct
-        .map((d) => {
-          const r = d.rates.find((x) => x.rate === rate);
-          return r
-            ? `round ${d.round} ${r.p50Ms.toFixed(2)} / ${r.p99Ms.toFixed(2)} / ${r.p999Ms.toFixed(2)}`
-            : null;
-        })
-        .filter(Boolean)
-        .join("; ");
-    lines.push(
-      "",
-      `Direct, p50 / p99 / p99.9 ms: ${settings.rates.map((rate) => `${rate} req/s: ${perRound(rate)}`).join(". ")}.`,
-    );
+    lines.push("", renderDirectLine(result.direct, settings.rates));
   }
   // Every target of the issue, each with the floor it is judged against (where it has one).
   lines.push(

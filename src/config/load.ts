@@ -5,7 +5,6 @@
  * Order: parse YAML → interpolate `${VAR}` → merge env/flags (flags > env > file) → coerce
  * interpolated numbers/booleans → schema → semantic checks → defaults and derived values.
  */
-
 import { dirname, resolve } from "node:path";
 import { readFile } from "../base/async-fs.js";
 import type { ConfigIssue } from "../errors.js";
