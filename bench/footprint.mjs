@@ -508,7 +508,7 @@ export async function runFootprint({ ctx, settings, log = () => {} }) {
         );
         // Not breakage: an open-loop generator starved of its core times requests out too.
         for (const rate of cell.rates) {
-          if (rate.errors > rate.requests * 0.01)
+          if (tooManyErrors(rate))
             notes.push(
               `${where}: ${rate.errors} requests failed or timed out at ${rate.rate} req/s`,
             );
@@ -548,9 +548,14 @@ function directBaseline(direct, rate) {
   };
 }
 
+/** More than 1 % of a load run's requests failed or timed out: its quantiles are suspect. */
+function tooManyErrors(run) {
+  return run.errors > run.requests * 0.01;
+}
+
 /** A direct run whose quantiles mean something: requests recorded, errors under 1 %. */
 function usableDirect(run) {
-  return run.requests > 0 && run.errors <= run.requests * 0.01;
+  return run.requests > 0 && !tooManyErrors(run);
 }
 
 /** Medians (min–max) per Node × flag set; latency "added" is over {@link directBaseline}. */
@@ -623,6 +628,17 @@ function fmt(s, digits = 0) {
 function verdict(s, limit) {
   if (!s || s.median === null) return "—";
   return s.median <= limit ? "met" : "NOT met";
+}
+
+/**
+ * The p99-added target's verdict. An "added" below −1 ms means direct was slower than the path
+ * through the proxy: the base stalled (every round of it, or the only one), and the difference
+ * says nothing about the proxy, so it is not judged rather than met.
+ */
+export function addedLatencyVerdict(s, limit) {
+  if (s?.median != null && s.median < -1)
+    return "not judged (direct stalled: slower than through the proxy)";
+  return verdict(s, limit);
 }
 
 /** The worse Node's median per flag set (start → ready is judged on the slower runtime). */
@@ -737,7 +753,7 @@ export function renderFootprintMarkdown(result) {
       ),
       cellsRow(`p99 added ≤ ${t.p99AddedMs} ms at ${at} req/s`, (r) => {
         const rate = r.rates.find((x) => x.rate === at);
-        return `${m(rate?.p99AddedMs, 2)} (forwarder ${m(rate?.floorP99AddedMs, 2)}) ${verdict(rate?.p99AddedMs, t.p99AddedMs)}`;
+        return `${m(rate?.p99AddedMs, 2)} (forwarder ${m(rate?.floorP99AddedMs, 2)}) ${addedLatencyVerdict(rate?.p99AddedMs, t.p99AddedMs)}`;
       }),
     );
   }

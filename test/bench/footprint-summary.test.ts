@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 
 type Stats = { median: number; min: number; max: number };
-const { summarizeFootprint, renderDirectLine } = (await import(
+const { summarizeFootprint, renderDirectLine, addedLatencyVerdict } = (await import(
   new URL("../../bench/footprint.mjs", import.meta.url).href
 )) as {
   summarizeFootprint: (
@@ -15,6 +15,7 @@ const { summarizeFootprint, renderDirectLine } = (await import(
     direct: unknown[],
   ) => { rates: { p99AddedMs: Stats; p50AddedMs: Stats }[] }[];
   renderDirectLine: (direct: unknown[], rates: number[]) => string;
+  addedLatencyVerdict: (s: Stats | undefined, limit: number) => string;
 };
 
 const latency = (p99Ms: number, requests = 40_000, errors = 0) => ({
@@ -68,6 +69,16 @@ describe("footprint summary: latency added over the direct path", () => {
       "Direct, p50 / p99 / p99.9 ms: 2000 req/s: round 1 failed (0 recorded, 0 errors; not a base); " +
         "round 2 failed (40000 recorded, 1000 errors; not a base); round 3 0.50 / 2.00 / 4.00.",
     );
+  });
+
+  it("never says met when every direct run stalled: a single round's stall is not judged", () => {
+    const [row] = summarizeFootprint([cell(1, 5)], [{ round: 1, rates: [latency(170)] }]);
+    const added = row?.rates[0]?.p99AddedMs;
+    expect(added?.median).toBe(-165);
+    expect(addedLatencyVerdict(added, 3)).toMatch(/^not judged/);
+    expect(addedLatencyVerdict({ median: 2, min: 2, max: 2 }, 3)).toBe("met");
+    expect(addedLatencyVerdict({ median: -0.5, min: -0.5, max: -0.5 }, 3)).toBe("met");
+    expect(addedLatencyVerdict({ median: 4, min: 4, max: 4 }, 3)).toBe("NOT met");
   });
 
   it("with no usable direct run, shows no added figure rather than one against nothing", () => {
