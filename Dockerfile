@@ -57,9 +57,10 @@ LABEL org.opencontainers.image.title="bearer-proxy" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="gcr.io/distroless/nodejs24-debian12:nonroot"
 
-# A 16 MiB young generation (semi-space), Node 20's default: Node 24 lets it grow to 64 MiB, which
-# on the bench cost 55-80 MiB more peak RSS and 36-39 ms scavenge pauses (16 MiB: 12-13 ms) and
-# no throughput (a 64 KiB POST used 20% less CPU with 16) — bench/PROFILE.md, "Footprint".
+# An 8 MiB young generation (semi-space). Node 24 lets it grow to 64 MiB, which on the bench cost
+# 55-80 MiB more peak RSS and 36-39 ms scavenge pauses. 8 MiB against Node 20's default 16, on
+# Node 24 at 2,000 req/s: peak RSS 127 -> 118 MiB (medians of 6 and 8 rounds), p99 added 8.8-11.8
+# -> 3.8-5.0 ms, and 2% less CPU per small GET - bench/PROFILE.md, "An 8 MiB young generation for the image".
 # Memory-bound sidecars set NODE_OPTIONS="--max-semi-space-size=1 --v8-pool-size=1" and
 # MALLOC_TRIM_THRESHOLD_=131072 as well (the chart's sidecar template does): less RSS idle and
 # under load for a few % more CPU per request. Setting NODE_OPTIONS replaces this value, so keep
@@ -68,7 +69,7 @@ LABEL org.opencontainers.image.title="bearer-proxy" \
 # in arenas of their own, which glibc keeps; with two, less peak RSS under load at the same CPU
 # per request (docs/benchmark.md, "Memory and Node flags").
 ENV NODE_ENV=production \
-    NODE_OPTIONS="--max-semi-space-size=16" \
+    NODE_OPTIONS="--max-semi-space-size=8" \
     MALLOC_ARENA_MAX=2
 
 # Files stay owned by root: the non-root process can read but never modify its own code.

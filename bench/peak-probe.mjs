@@ -12,7 +12,7 @@
  *
  * FLAGS as bench/footprint.mjs's flag sets (Node flags, and NAME=VALUE words for the
  * environment), given with `=` (parseArgs takes a value that starts with - only that way);
- * default the image's (`--max-semi-space-size=16 MALLOC_ARENA_MAX=2`). Needs `npm run build`
+ * default the image's (`--max-semi-space-size=8 MALLOC_ARENA_MAX=2`). Needs `npm run build`
  * and two cores (the proxy on core 0, upstream, emulator and load on core 1).
  */
 import { readdirSync, readlinkSync } from "node:fs";

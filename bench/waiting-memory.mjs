@@ -12,7 +12,7 @@
  * request, with its client connection (the socket, parser, request and response objects) — what
  * a parked request really holds. Then every client hangs up and the bench reads what is left.
  *
- *   node bench/waiting-memory.mjs [--steps 1000,2000,4000,8000] [--node-flags="--max-semi-space-size=16"]
+ *   node bench/waiting-memory.mjs [--steps 1000,2000,4000,8000] [--node-flags="--max-semi-space-size=8"]
  *
  * Needs `npm run build`. Opens up to the last step's count of sockets (plus as many in the
  * proxy): check `ulimit -n`.

@@ -29,8 +29,7 @@ const START_TIMEOUT_MS = 20_000;
 /**
  * Extra node flags for the proxy process (space-separated), e.g. "--max-semi-space-size=2" to
  * measure the sidecar template's memory setting, or "--cpu-prof" to profile under the bench's
- * load. Default none (the matrix runs Node's defaults; the image adds --max-semi-space-size=16,
- * which is Node 20's default anyway).
+ * load. Default none (the matrix runs Node's defaults; the image adds --max-semi-space-size=8).
  */
 const NODE_FLAGS = (process.env.BENCH_BEARER_PROXY_NODE_FLAGS ?? "").split(" ").filter(Boolean);
 

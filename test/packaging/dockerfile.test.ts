@@ -81,9 +81,9 @@ describe("Dockerfile", () => {
     expect(args(runtime, "ENV").join(" ")).toMatch(/(^|\s)NODE_ENV=production(\s|$)/);
   });
 
-  it("caps the young generation at Node 20's 16 MiB, in a NODE_OPTIONS this Node accepts", () => {
+  it("caps the young generation at 8 MiB semi-spaces, in a NODE_OPTIONS this Node accepts", () => {
     const value = envValue(runtime, "NODE_OPTIONS");
-    expect(value).toBe("--max-semi-space-size=16");
+    expect(value).toBe("--max-semi-space-size=8");
     // Node refuses to start on a flag NODE_OPTIONS does not allow; the suite runs on 20 and 24.
     const run = spawnSync(process.execPath, ["-e", "process.exit(0)"], {
       env: { PATH: process.env.PATH, NODE_OPTIONS: value },

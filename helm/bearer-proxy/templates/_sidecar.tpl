@@ -55,7 +55,7 @@ Parameters (a dict; pass the same dict to both templates):
                       --v8-pool-size=1": a 1 MiB young generation and one V8 worker thread,
                       ~7 MiB less RSS idle and ~15 MiB less under load for a few % more CPU per
                       request (bench/PROFILE.md) - memory is reserved on every pod, a sidecar's
-                      CPU is small. "" leaves the image's (--max-semi-space-size=16).
+                      CPU is small. "" leaves the image's (--max-semi-space-size=8).
   mallocTuning        Default true: MALLOC_ARENA_MAX=2 and MALLOC_TRIM_THRESHOLD_=131072, so
                       glibc returns what start-up freed instead of keeping it per thread arena
                       (~3-7 MiB of RSS, bench/PROFILE.md). false leaves the image's
