@@ -59,8 +59,8 @@ LABEL org.opencontainers.image.title="bearer-proxy" \
 
 # An 8 MiB young generation (semi-space). Node 24 lets it grow to 64 MiB, which on the bench cost
 # 55-80 MiB more peak RSS and 36-39 ms scavenge pauses against 16 (2026-11-23). 8 MiB against 16, on
-# Node 24 at 2,000 req/s: peak RSS 127 -> 118 MiB (medians of 6 and 8 rounds), p99 added 8.8-11.8
-# -> 3.8-5.0 ms, and 2% less CPU per small GET - bench/PROFILE.md, "An 8 MiB young generation for the image".
+# Node 24 at 2,000 req/s: peak RSS 127 -> 118 MiB (medians of 6 and 11 rounds), and 2% less CPU
+# per small GET - bench/PROFILE.md, "An 8 MiB young generation for the image".
 # Memory-bound sidecars set NODE_OPTIONS="--max-semi-space-size=1 --v8-pool-size=1" and
 # MALLOC_TRIM_THRESHOLD_=131072 as well (the chart's sidecar template does): less RSS idle and
 # under load for a few % more CPU per request. Setting NODE_OPTIONS replaces this value, so keep
