@@ -33,8 +33,9 @@ export function args(stage: Instruction[], keyword: string): string[] {
   return stage.filter((i) => i.keyword === keyword).map((i) => i.args);
 }
 
-/** The value of `name` in a stage's ENV instructions, written `NAME="value"`. */
+/** The value of `name` in a stage's ENV instructions, written `NAME="value"` or `NAME=value`. */
 export function envValue(stage: Instruction[], name: string): string | undefined {
   const env = args(stage, "ENV").join(" ");
-  return new RegExp(`(?:^|\\s)${name}="([^"]*)"`).exec(env)?.[1];
+  const match = new RegExp(`(?:^|\\s)${name}=(?:"([^"]*)"|([^\\s"]*))`).exec(env);
+  return match?.[1] ?? match?.[2];
 }

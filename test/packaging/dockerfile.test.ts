@@ -93,6 +93,17 @@ describe("Dockerfile", () => {
     expect(run.status).toBe(0);
   });
 
+  it("is what the footprint bench measures as `image` (its flag set and the image's ENV agree)", async () => {
+    const { FLAG_SETS } = (await import(
+      new URL("../../bench/footprint.mjs", import.meta.url).href
+    )) as {
+      FLAG_SETS: { image: string };
+    };
+    expect(FLAG_SETS.image).toBe(
+      `${envValue(runtime, "NODE_OPTIONS")} MALLOC_ARENA_MAX=${envValue(runtime, "MALLOC_ARENA_MAX")}`,
+    );
+  });
+
   it("starts the package's bin (the bundle) with the image's node, `run` by default", () => {
     expect(pkg.bin["bearer-proxy"]).toBe("dist/bundle/cli.cjs");
     expect(JSON.parse(args(runtime, "ENTRYPOINT")[0] ?? "null")).toEqual([
