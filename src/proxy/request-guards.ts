@@ -9,6 +9,7 @@ import type { IncomingMessage } from "node:http";
 import { ESCAPED_SLASH, normalizePath } from "../base/path-normalization.js";
 import type { LimitsConfig, PathsConfig } from "../config/proxy-config.js";
 import type { ProxyErrorCode } from "../errors.js";
+import { isFieldName } from "../net/raw-headers.js";
 
 /** A request the guards accepted: where it goes and what to send. */
 export interface AcceptedTarget {
@@ -44,6 +45,8 @@ const reject = (
 
 /** reg-name or IPv4 (RFC 3986 §3.2.2 without percent-encoding), optional port. */
 const HOST_HEADER = /^(?:[a-z0-9](?:[a-z0-9._~!$&'()*+,;=-]*)|\[[0-9a-f:.]+\])(?::[0-9]{0,5})?$/i;
+/** The Host value that last passed HOST_HEADER (one string: a cache that can't grow). */
+let lastValidHost: string | undefined;
 /** The only authority an absolute-form target may carry: a DNS-ish name and an optional port. */
 const ABSOLUTE_AUTHORITY = /^[a-z0-9](?:[a-z0-9.-]*)(?::[0-9]{1,5})?$/i;
 /** Dotted-quad, or all-digit / hex host names that resolvers read as IPv4 (`2130706433`, `0x7f.1`). */
@@ -125,7 +128,7 @@ function checkHeaders(
   let host: string | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
-    if (name.length === 4 && name.toLowerCase() === "host") {
+    if (isFieldName(name, "host")) {
       if (host !== undefined) return reject("bad_request", "duplicate Host header");
       host = raw[i + 1]!;
     }
@@ -135,7 +138,10 @@ function checkHeaders(
     if (req.httpVersionMinor === 1) return reject("bad_request", "missing Host header");
     return undefined;
   }
+  // A keep-alive client sends the same Host on every request: checked once, not each time.
+  if (host === lastValidHost) return host;
   if (!HOST_HEADER.test(host)) return reject("bad_request", "invalid Host header");
+  lastValidHost = host;
   return host;
 }
 

@@ -11,6 +11,7 @@
  *   there the field is dropped along with the trailers (announcing fields that never come
  *   misleads the client, RFC 9110 §6.6.2).
  */
+import { isFieldName } from "../net/raw-headers.js";
 import { clientResponseHeaders } from "./response-headers.js";
 
 export interface ResponseFraming {
@@ -29,10 +30,9 @@ export function responseFraming(headers: readonly string[]): ResponseFraming {
   let announcesTrailers = false;
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i]!;
-    // Length first: most names can't be one of the three, and need no lowercasing.
-    if (name.length === 14 && name.toLowerCase() === "content-length") hasContentLength = true;
-    else if (name.length === 7 && name.toLowerCase() === "trailer") announcesTrailers = true;
-    else if (name.length === 12 && name.toLowerCase() === "content-type") {
+    if (isFieldName(name, "content-length")) hasContentLength = true;
+    else if (isFieldName(name, "trailer")) announcesTrailers = true;
+    else if (isFieldName(name, "content-type")) {
       eventStream = headers[i + 1]!.trimStart().toLowerCase().startsWith("text/event-stream");
     }
   }
@@ -56,7 +56,7 @@ export function clientGetsChunked(
 export function withoutField(headers: readonly string[], lowerName: string): string[] {
   const out: string[] = [];
   for (let i = 0; i < headers.length; i += 2) {
-    if (headers[i]!.toLowerCase() !== lowerName) out.push(headers[i]!, headers[i + 1]!);
+    if (!isFieldName(headers[i]!, lowerName)) out.push(headers[i]!, headers[i + 1]!);
   }
   return out;
 }

@@ -2,16 +2,30 @@
  * The upstream's response header list as sent to the client: raw order, duplicates (several
  * Set-Cookie) and case kept, hop-by-hop fields dropped (RFC 9110 §7.6.1), and `Connection: close`
  * added when the client connection must end after this response.
- * One pass per response: only names as long as some hop-by-hop name are lowercased, and fields
- * nominated by `Connection` are filtered in a second pass only when it names an end-to-end field.
+ * One pass per response: only names as long as some hop-by-hop name are compared (in place, no
+ * lowercased copy), and fields nominated by `Connection` are filtered in a second pass only when
+ * it names an end-to-end field.
  */
 import { HOP_BY_HOP_HEADERS } from "../base/hop-by-hop.js";
-import { type RawHeaders, rawText as text } from "../net/raw-headers.js";
+import { isFieldName, type RawHeaders, rawText as text } from "../net/raw-headers.js";
 
 const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS);
 
-/** A name of any other length can't be hop-by-hop: no lowercasing needed to know. */
-const HOP_BY_HOP_LENGTHS = new Set([...HOP_BY_HOP].map((name) => name.length));
+/** The hop-by-hop names by length: a name of any other length needs no comparison. */
+const HOP_BY_HOP_BY_LENGTH: string[][] = [];
+for (const name of HOP_BY_HOP) {
+  const sameLength = HOP_BY_HOP_BY_LENGTH[name.length] ?? [];
+  sameLength.push(name);
+  HOP_BY_HOP_BY_LENGTH[name.length] = sameLength;
+}
+
+/** The hop-by-hop field (lowercase) that `name` names, or undefined. */
+function hopByHopName(name: string): string | undefined {
+  const candidates = HOP_BY_HOP_BY_LENGTH[name.length];
+  if (candidates === undefined) return undefined;
+  for (const candidate of candidates) if (isFieldName(name, candidate)) return candidate;
+  return undefined;
+}
 
 /**
  * Adds the field names a `Connection` value nominates. `close` and names already dropped as
@@ -19,10 +33,7 @@ const HOP_BY_HOP_LENGTHS = new Set([...HOP_BY_HOP].map((name) => name.length));
  */
 function addNominated(named: Set<string> | undefined, value: string): Set<string> | undefined {
   // The usual values ("keep-alive", "close") name nothing to filter.
-  if (value.length <= 10) {
-    const lower = value.toLowerCase();
-    if (lower === "keep-alive" || lower === "close") return named;
-  }
+  if (isFieldName(value, "keep-alive") || isFieldName(value, "close")) return named;
   for (const part of value.split(",")) {
     const token = part.trim().toLowerCase();
     if (token === "" || token === "close" || HOP_BY_HOP.has(token)) continue;
@@ -38,12 +49,10 @@ export function clientResponseHeaders(raw: RawHeaders, closeConnection: boolean)
   let out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = text(raw[i]!);
-    if (HOP_BY_HOP_LENGTHS.has(name.length)) {
-      const lower = name.toLowerCase();
-      if (HOP_BY_HOP.has(lower)) {
-        if (lower === "connection") named = addNominated(named, text(raw[i + 1]!));
-        continue;
-      }
+    const hopByHop = hopByHopName(name);
+    if (hopByHop !== undefined) {
+      if (hopByHop === "connection") named = addNominated(named, text(raw[i + 1]!));
+      continue;
     }
     out.push(name, text(raw[i + 1]!));
   }

@@ -65,6 +65,7 @@ const CASES: [string, string, number, string][] = [
   ["a missing Host", "GET /echo HTTP/1.1\r\n\r\n", 400, "bad_request"],
   ["a duplicate Host", `GET /echo HTTP/1.1\r\n${H}Host: other.example\r\n\r\n`, 400, "bad_request"],
   ["an invalid Host", "GET /echo HTTP/1.1\r\nHost: a b/c\r\n\r\n", 400, "bad_request"],
+  ["an empty Host", "GET /echo HTTP/1.1\r\nHost: \r\n\r\n", 400, "bad_request"],
   ["userinfo in Host", "GET /echo HTTP/1.1\r\nHost: user@127.0.0.1\r\n\r\n", 400, "bad_request"],
   ["HTTP/0.9", "GET /echo\r\n\r\n", 400, "bad_request"],
   ["HTTP/2.0 on an HTTP/1 listener", `GET /echo HTTP/2.0\r\n${H}\r\n`, 400, "bad_request"],
@@ -139,6 +140,19 @@ describe("request framing", () => {
     expect(exchange.closed).toBe(true);
     // headersTimeout 1 s, checked every second: well under Node's default 30 s check interval.
     expect(elapsedMs).toBeLessThan(3_500);
+  });
+
+  it("a Host accepted once does not vouch for the next one on the connection", async () => {
+    // The guard remembers the last valid Host (request-guards.ts): only that exact value skips
+    // the check.
+    const exchange = await rawRequest(
+      world.proxy.port,
+      `GET /echo HTTP/1.1\r\n${H}\r\n` +
+        `GET /echo HTTP/1.1\r\nHost: 127.0.0.1 \r\n\r\n` +
+        `GET /echo HTTP/1.1\r\nHost: 127.0.0.1@x\r\n\r\n`,
+    );
+    expect(exchange.responses.map((r) => r.status)).toEqual([200, 200, 400]);
+    expect(exchange.closed).toBe(true);
   });
 
   it("a valid request on the same listener still works (control)", async () => {

@@ -5,14 +5,14 @@
  *
  *   exchange (this file: attempts, queue deadline, hang-up; each attempt's CLIENT span and
  *             `traceparent` through attempt-spans.ts when tracing is on)
- *   → pacing-layer     Retry-After pauses the pacer; resends wait a turn   (rateLimit/retry)
+ *   → pacing-layer     Retry-After pauses the pacer; resends wait a turn   (every upstream)
  *   → token-replay     401: new token, one replay; DPoP nonce: one retry   (replayable body)
  *   → retry-layer      resets, refused connections, 502–504 when safe
  *   → sink             the client's answer: response-relay.ts, or an upgrade's 101 hand-off
  *
- * Without pacing and DPoP, token replay and retry are built only when an attempt first
- * meets what they act on (a 401, a 502–504, an error): a plain exchange that succeeds makes no
- * layer at all, its answer going from the exchange straight to the relay.
+ * Without DPoP, pacing, token replay and retry are built only when an attempt first meets what
+ * they act on (a 401, a 429, a 502–504, an error): a plain exchange that succeeds makes no layer
+ * at all, its answer going from the exchange straight to the relay.
  *
  * Every attempt gets its credential from proxy/credential.ts (the one writer of
  * Authorization and DPoP), and errors leave through the request's one boundary
@@ -39,15 +39,19 @@ export interface ExchangeEnd {
   cause: unknown;
 }
 
+/** The recovery layers, built: the new outermost layer, and the roles the exchange calls. */
+export interface BuiltRecoveries {
+  head: AttemptHandler;
+  retry: { cancel(): void };
+  pacing: ResendTurns | undefined;
+}
+
 /**
- * Builds the recovery layers (retry, token replay) around `inner`: at the start, or — for a
- * plain exchange — only when an attempt first needs them (exchange-stage.ts).
+ * Builds the recovery layers (pacing, token replay, retry) around `inner`: at the start, or —
+ * without DPoP — only when an attempt first needs them (exchange-stage.ts).
  */
 export interface RecoveryLayers {
-  buildRecoveries(
-    exchange: Exchange,
-    inner: AttemptHandler,
-  ): { head: AttemptHandler; retry: { cancel(): void } };
+  buildRecoveries(exchange: Exchange, inner: AttemptHandler): BuiltRecoveries;
 }
 
 /**
@@ -67,15 +71,23 @@ export interface ExchangeLayers {
   relay: AttemptHandler & { readonly bytesOut: number; stop(): void };
   /**
    * Set while the recovery layers are still to be built: the first answer that one of them acts
-   * on (a 401, a 502–504) or the first error builds them around the relay. Most exchanges end
-   * without either, and so make no layer objects at all.
+   * on (a 401, a 429, a 502–504) or the first error builds them around the relay. Most exchanges
+   * end without either, and so make no layer objects at all.
    */
   recoveries: RecoveryLayers | undefined;
 }
 
-/** An answer the retry or token-replay layer may act on (undefined: an error, no answer). */
+/**
+ * An answer a recovery layer may act on (undefined: an error, no answer): a 401 (token replay),
+ * a 429 or 503 (its Retry-After pauses the pacer), a 502–504 (retry).
+ */
 function mayNeedRecovery(statusCode: number | undefined): boolean {
-  return statusCode === undefined || statusCode === 401 || (statusCode >= 502 && statusCode <= 504);
+  return (
+    statusCode === undefined ||
+    statusCode === 401 ||
+    statusCode === 429 ||
+    (statusCode >= 502 && statusCode <= 504)
+  );
 }
 
 export interface AttemptSpans {
@@ -397,6 +409,7 @@ export class Exchange implements Dispatcher.DispatchHandler, ExchangeUnderWay, Q
       layers.recoveries = undefined;
       layers.head = built.head;
       layers.retry = built.retry;
+      layers.pacing = built.pacing;
     }
     return layers.head;
   }

@@ -1,6 +1,7 @@
 /**
- * The upstream's pacing inside an exchange (present when the upstream has pacing: a `rateLimit`
- * or a retry policy): an answer saying "slow down" — 429 or 503 with Retry-After (RFC 6585 §4,
+ * The upstream's pacing inside an exchange (every upstream the app serves has pacing; the layer
+ * is built when an attempt first meets a 401, 429, 502–504 or an error, or up front for DPoP —
+ * exchange-stage.ts): an answer saying "slow down" — 429 or 503 with Retry-After (RFC 6585 §4,
  * RFC 9110 §10.2.3, delta-seconds or HTTP-date) — pauses the upstream's pacer until then (the
  * answer itself is relayed), and every resend (a retry, a 401 replay, a DPoP nonce retry) waits
  * for a turn like a first attempt does at the pacing stage: the upstream counts every copy.

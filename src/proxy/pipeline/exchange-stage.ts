@@ -7,13 +7,15 @@
  * end in a 101 handed to its tunnel (`onSwitchingProtocols`), any other answer relayed as a
  * plain one.
  *
- * With no pacing and no DPoP, the retry and token-replay layers wait until an attempt needs them
- * (exchange.ts `headFor`): a successful exchange then costs two objects, the exchange and its
- * relay (and with tracing its attempt spans), instead of four.
+ * Without DPoP, the pacing, retry and token-replay layers wait until an attempt needs them
+ * (exchange.ts `headFor`: a 401, a 429, a 502–504, an error): a successful exchange then costs
+ * two objects, the exchange and its relay (and with tracing its attempt spans), instead of five.
+ * Every upstream has pacing (an upstream's Retry-After pauses it even without a `rateLimit`), so
+ * building them up front would put them on every request's path.
  */
 import type { LimitsConfig } from "../../config/proxy-config.js";
 import { AttemptSpanRecorder } from "../exchange/attempt-spans.js";
-import { Exchange, type RecoveryLayers } from "../exchange/exchange.js";
+import { type BuiltRecoveries, Exchange, type RecoveryLayers } from "../exchange/exchange.js";
 import type { AttemptHandler } from "../exchange/layer.js";
 import { PacingLayer } from "../exchange/pacing-layer.js";
 import { ResponseRelay, type SwitchingProtocols } from "../exchange/response-relay.js";
@@ -36,11 +38,10 @@ export class ExchangeStage implements Stage, RecoveryLayers {
     const upgrade = this.onSwitchingProtocols === undefined ? undefined : request.upgradeProtocols;
     const exchange = new Exchange(request, upgrade);
     const relay = new ResponseRelay(exchange, this.limits, this.onSwitchingProtocols?.(request));
-    const pacingConfig = exchange.route.pacing;
     const span = this.tracing
       ? new AttemptSpanRecorder(request.span, exchange.route, request.method, request.upstreamPath)
       : undefined;
-    if (pacingConfig === undefined && request.slots.dpopIndex < 0) {
+    if (request.slots.dpopIndex < 0) {
       exchange.start({
         head: relay,
         span,
@@ -51,25 +52,30 @@ export class ExchangeStage implements Stage, RecoveryLayers {
       });
       return;
     }
-    // Each of these acts on every attempt (a Retry-After, a DPoP-Nonce): all built now.
-    const recoveries = this.buildRecoveries(exchange, relay);
-    let head = recoveries.head;
-    const pacing =
-      pacingConfig === undefined ? undefined : new PacingLayer(head, pacingConfig, exchange);
-    if (pacing !== undefined) head = pacing;
-    exchange.start({ head, span, pacing, retry: recoveries.retry, relay, recoveries: undefined });
+    // Every answer may carry the origin's next DPoP-Nonce: the token layer sees all of them.
+    exchange.start({
+      ...this.buildRecoveries(exchange, relay),
+      span,
+      relay,
+      recoveries: undefined,
+    });
   }
 
-  /** Retry around `inner`, and token replay around that for a body that can be sent again. */
-  buildRecoveries(
-    exchange: Exchange,
-    inner: AttemptHandler,
-  ): { head: AttemptHandler; retry: RetryLayer } {
+  /**
+   * Retry around `inner`, token replay around that for a body that can be sent again (or a
+   * DPoP token), and the pacing layer outermost when the upstream has pacing: it must see a
+   * Retry-After before the retry layer decides (a paused upstream's 503 is not retried).
+   */
+  buildRecoveries(exchange: Exchange, inner: AttemptHandler): BuiltRecoveries {
     const retry = new RetryLayer(inner, exchange);
-    const head =
+    let head: AttemptHandler =
       exchange.replayable || exchange.request.slots.dpopIndex >= 0
         ? new TokenReplayLayer(retry, exchange)
         : retry;
-    return { head, retry };
+    const pacingConfig = exchange.route.pacing;
+    const pacing =
+      pacingConfig === undefined ? undefined : new PacingLayer(head, pacingConfig, exchange);
+    if (pacing !== undefined) head = pacing;
+    return { head, retry, pacing };
   }
 }

@@ -206,6 +206,10 @@ describe("ExchangeStage", () => {
 
   it("with pacing: an upstream's Retry-After pauses its pacer, and a replay takes a turn", async () => {
     const slowed = await run(paced);
+    // Every upstream has pacing: its layers wait for an answer they act on.
+    const layers = (slowed.test.request.exchange as unknown as { layers: { head: unknown } })
+      .layers;
+    expect(layers.head).toBeInstanceOf(ResponseRelay);
     slowed.dispatcher.last.respond(429, { "retry-after": "3" });
     expect(slowed.pacer.pauses.map((p) => p.reason)).toEqual(["429"]);
     expect(slowed.test.answer().status).toBe(429);
@@ -215,6 +219,25 @@ describe("ExchangeStage", () => {
     await flushPromises();
     expect(replayed.pacer.acquisitions).toHaveLength(1);
     expect(replayed.dispatcher.attempts).toHaveLength(2);
+  });
+
+  it("with pacing: a 503 with Retry-After pauses the pacer and is relayed, not retried", async () => {
+    const r = await run(paced, { request: { method: "GET" } });
+    r.dispatcher.last.respond(503, { "retry-after": "2" }, "busy");
+    await flushPromises();
+    expect(r.pacer.pauses.map((p) => p.reason)).toEqual(["503"]);
+    expect(r.dispatcher.attempts).toHaveLength(1);
+    expect(r.fresh.attempts).toHaveLength(0);
+    expect(r.test.answer().status).toBe(503);
+  });
+
+  it("with pacing: a reset builds the layers, and is retried at once on a fresh connection", async () => {
+    const r = await run(paced);
+    r.dispatcher.last.fail(codedError("ECONNRESET"));
+    expect(r.fresh.attempts).toHaveLength(1);
+    r.fresh.last.respond(200, {}, "ok");
+    expect(r.test.answer().status).toBe(200);
+    expect(r.test.record().attempts).toBe(2);
   });
 
   it("for an upgrade's way in: the Upgrade goes through the upgrade dispatcher, a 101 to the tunnel", async () => {
