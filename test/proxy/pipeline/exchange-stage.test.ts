@@ -39,6 +39,11 @@ import {
 const limits = makeProxyConfig([]).limits;
 const plain = makeUpstreamConfig("api");
 const paced = makeUpstreamConfig("paced", { rateLimit: { requests: 5, per: "1s" } });
+/** Paced, and 503 is retried: only the pacing layer's Retry-After keeps the retry layer off it. */
+const pacedRetrying503 = makeUpstreamConfig("paced", {
+  rateLimit: { requests: 5, per: "1s" },
+  retry: { attempts: 2, on: ["503", "reset"] },
+});
 const dpopConfig = makeUpstreamConfig("rs", { baseUrl: "https://rs.example.test", dpop: {} });
 
 let dpop: Dpop;
@@ -222,13 +227,29 @@ describe("ExchangeStage", () => {
   });
 
   it("with pacing: a 503 with Retry-After pauses the pacer and is relayed, not retried", async () => {
-    const r = await run(paced, { request: { method: "GET" } });
+    // The pacing layer must see the answer before the retry layer, which would retry a 503.
+    const r = await run(pacedRetrying503);
     r.dispatcher.last.respond(503, { "retry-after": "2" }, "busy");
+    await new Promise((resolve) => setTimeout(resolve, 150));
     await flushPromises();
     expect(r.pacer.pauses.map((p) => p.reason)).toEqual(["503"]);
     expect(r.dispatcher.attempts).toHaveLength(1);
-    expect(r.fresh.attempts).toHaveLength(0);
+    expect(r.pacer.acquisitions).toHaveLength(0);
     expect(r.test.answer().status).toBe(503);
+  });
+
+  it("with pacing: a 503 without Retry-After is retried in a turn of the pacer", async () => {
+    const r = await run(pacedRetrying503);
+    r.dispatcher.last.respond(503, {}, "busy");
+    // The first retry's backoff is under 50 ms (retry-policy.ts).
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    await flushPromises();
+    expect(r.pacer.pauses).toEqual([]);
+    expect(r.pacer.acquisitions).toHaveLength(1);
+    expect(r.dispatcher.attempts).toHaveLength(2);
+    r.dispatcher.last.respond(200, {}, "ok");
+    expect(r.test.answer().status).toBe(200);
+    expect(r.test.record().attempts).toBe(2);
   });
 
   it("with pacing: a reset builds the layers, and is retried at once on a fresh connection", async () => {
