@@ -10,6 +10,7 @@
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { computeBackoffMs } from "../base/backoff.js";
+import { isFieldName } from "../net/raw-headers.js";
 
 /** What went wrong with an attempt: no connection, a reset before the answer, or a status. */
 export type RetryReason = "connect" | "reset" | "502" | "503" | "504";
@@ -50,7 +51,7 @@ export function isRetrySafe(
   if (IDEMPOTENT_METHODS.has(method)) return true;
   if (Array.isArray(headers)) {
     for (let i = 0; i + 1 < headers.length; i += 2) {
-      if (headers[i]!.toLowerCase() === "idempotency-key" && headers[i + 1]!.trim() !== "") {
+      if (isFieldName(headers[i]!, "idempotency-key") && headers[i + 1]!.trim() !== "") {
         return true;
       }
     }

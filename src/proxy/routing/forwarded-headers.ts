@@ -10,6 +10,7 @@
 
 import { HOP_BY_HOP_HEADERS } from "../../base/hop-by-hop.js";
 import type { UpstreamConfig } from "../../config/proxy-config.js";
+import { isFieldName } from "../../net/raw-headers.js";
 
 /**
  * Fields never forwarded as the client sent them: hop-by-hop (RFC 9110 §7.6.1), Host (ours
@@ -92,7 +93,7 @@ function connectionTokens(raw: readonly string[]): Set<string> | undefined {
   let tokens: Set<string> | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
-    if (name.length !== 10 || name.toLowerCase() !== "connection") continue;
+    if (!isFieldName(name, "connection")) continue;
     tokens ??= new Set();
     for (const part of raw[i + 1]!.split(",")) {
       const token = part.trim().toLowerCase();
