@@ -14,7 +14,6 @@
  * The hot-path methods take positional arguments, not option objects: with tracing off a call
  * allocates nothing.
  */
-import { isFieldName } from "../net/raw-headers.js";
 import type { Logger } from "./logger.js";
 import { decideTracing, type TracingConfig, type TracingEnv } from "./tracing-settings.js";
 
@@ -187,8 +186,8 @@ export function writeTraceContext(headers: string[], span: ClientSpan): void {
   let stateAt = -1;
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i]!;
-    if (isFieldName(name, "traceparent")) parentAt = i + 1;
-    else if (isFieldName(name, "tracestate")) stateAt = i + 1;
+    if (name.length === 11 && name.toLowerCase() === "traceparent") parentAt = i + 1;
+    else if (name.length === 10 && name.toLowerCase() === "tracestate") stateAt = i + 1;
   }
   if (parentAt < 0) headers.push("traceparent", traceparent);
   else headers[parentAt] = traceparent;
