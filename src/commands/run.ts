@@ -9,7 +9,7 @@ import { createLogger, type Logger } from "../observability/logger.js";
 import { reloadOnChange } from "../reload/reload-on-change.js";
 import { configFileFrom, configFlagsFrom } from "./config-flags.js";
 import { cannotListen, runListenHint } from "./listen-hints.js";
-import { delayWasmTierUp } from "./start-memory.js";
+import { setV8Flags } from "./v8-flags.js";
 
 type Values = Record<string, string | boolean | undefined>;
 
@@ -90,8 +90,9 @@ export async function runCommand(values: Values): Promise<number> {
   // SIGHUP reloads (below); until then, and during shutdown, it must not end the process
   // (Node's default for a signal nobody listens to).
   process.on("SIGHUP", ignoreSignal);
-  // Before the first token request compiles undici's parser (commands/start-memory.ts).
-  delayWasmTierUp();
+  // Before the first token request compiles undici's parser and before any request's code is
+  // optimized (commands/v8-flags.ts).
+  setV8Flags();
   const loaded = await loadOrReport(values);
   if (!loaded) return 1;
   const { config, warnings } = loaded;
