@@ -68,6 +68,8 @@ LABEL org.opencontainers.image.title="bearer-proxy" \
 # Two glibc malloc arenas instead of 8 per core: V8's compiler threads leave their working memory
 # in arenas of their own, which glibc keeps; with two, less peak RSS under load at the same CPU
 # per request (docs/benchmark.md, "Memory and Node flags").
+# V8 flags that NODE_OPTIONS refuses, the process sets itself at start (src/commands/v8-flags.ts):
+# three times V8's inlining budget, and Node 24's WebAssembly tiering budget.
 ENV NODE_ENV=production \
     NODE_OPTIONS="--max-semi-space-size=8" \
     MALLOC_ARENA_MAX=2
