@@ -15,10 +15,9 @@
  * - **A request's path fits in one optimized function.** TurboFan stops inlining into a function
  *   once the callees it took hold 920 bytes of bytecode in all. A plain request's walk (the door's
  *   checks, routing, the pacing turn, the exchange, the relay, the metrics) is many small
- *   functions, and the default left some of them out: each then a real call, its arguments and
- *   results boxed. Three times the budget made a small GET ~7 % faster on Node 24 and twice ~6 %
- *   on both Nodes; more gained nothing (bench/PROFILE.md, twenty-fifth pass). The warm-up's
- *   compiles take longer, once.
+ *   functions, and the default left some of them out, each then a real call. Three times the
+ *   budget made a small GET ~7 % faster on Node 24 and twice ~6 % on both Nodes; more gained
+ *   nothing (bench/PROFILE.md, twenty-fifth pass). The warm-up's compiles take longer, once.
  *
  * What this module no longer does: collect garbage once started. A forced full collection in
  * the settled process (V8's `gc`, last-resort or plain) gave back the start's young generation
@@ -30,10 +29,10 @@
 import { setFlagsFromString } from "node:v8";
 
 /** Node 24's V8 default (`--wasm-tiering-budget`); Node 20's is 1.8 M. */
-export const WASM_TIERING_BUDGET = 13_000_000;
+const WASM_TIERING_BUDGET = 13_000_000;
 
 /** Three times V8's default of 920 (`--max-inlined-bytecode-size-cumulative`), on both Nodes. */
-export const INLINED_BYTECODE_BUDGET = 2_760;
+const INLINED_BYTECODE_BUDGET = 2_760;
 
 /**
  * Sets both, each unless Node's command line (`execArgv`) names it. Before the first WebAssembly
