@@ -28,6 +28,9 @@
  * Each round starts both fresh (which first alternates), idles them `--idle` seconds (a sidecar
  * waits for its app; what a process does while idle can cost it later), warms them up at once,
  * then measures.
+ * `--both` runs b with the variant too: an A/B of two builds under one feature (`--a NEW --b OLD
+ * --variant callers-basic --both`), where a variant's ratio to its own plain moves too little
+ * between builds for two runs of each to tell apart.
  * `--method` and `--body-bytes` send another request than a GET: `--method POST --path /read
  * --body-bytes 65536` is the bench's 64 KiB POST that the upstream reads.
  * Run an A/A pair (`--a X --b X`) in the same hour to know the harness's spread.
@@ -81,6 +84,7 @@ const { values } = parseArgs({
     method: { type: "string", default: "GET" },
     "body-bytes": { type: "string", default: "0" },
     variant: { type: "string" },
+    both: { type: "boolean", default: false },
     "a-flags": { type: "string" },
     "b-flags": { type: "string" },
     smoke: { type: "boolean", default: false },
@@ -101,6 +105,14 @@ if (values.variant && (!variant || (values.a === FORWARDER && !variant.inPlace))
   );
   process.exit(2);
 }
+if (values.both && (!variant || values.a === FORWARDER || values.b === FORWARDER)) {
+  process.stderr.write(
+    "coscheduled: --both needs --variant and a bearer-proxy build on each side\n",
+  );
+  process.exit(2);
+}
+/** Whether side `which` runs the variant. */
+const runsVariant = (which) => variant !== undefined && (which === "a" || values.both);
 const smoke = values.smoke;
 const settings = {
   rounds: Number(values.rounds ?? (smoke ? 1 : 6)),
@@ -145,7 +157,7 @@ const label = (side) => (side === FORWARDER ? FORWARDER : resolve(side));
 const describe = (which) =>
   [
     `\`${label(values[which])}\``,
-    which === "a" && variant
+    runsVariant(which)
       ? values.a === FORWARDER
         ? ` with variant \`${variant.key}\`'s code in place`
         : ` with variant \`${variant.key}\``
@@ -189,7 +201,7 @@ try {
         env: { ...own?.env, ...env },
         ...(own ? { nodeFlags: own.args } : {}),
       });
-    if (which === "b" || !variant) return startProxy(undefined, tag);
+    if (!runsVariant(which)) return startProxy(undefined, tag);
     await mkdir(join(dir, tag));
     return startVariant({ variant, dir: join(dir, tag), control, startProxy, otlpSink });
   };
@@ -278,8 +290,9 @@ console.log(
 );
 if (variant) {
   const added = spread(rows.map((r) => r.usA - r.usB));
+  const what = values.both ? `build a under \`${variant.key}\`` : `\`${variant.key}\``;
   console.log(
-    `\nCPU per request added by \`${variant.key}\` (a − b): ${added.median.toFixed(1)} µs ` +
+    `\nCPU per request added by ${what} (a − b): ${added.median.toFixed(1)} µs ` +
       `(${added.min.toFixed(1)}–${added.max.toFixed(1)}) on b's ${spread(rows.map((r) => r.usB)).median.toFixed(1)} µs.`,
   );
 }
