@@ -1,6 +1,5 @@
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config/load.js";
 import { useServiceAccountGateway } from "../callers/support/service-account-gateway.js";
 import { logsMatching } from "../helpers/app-under-test.js";
 import {
@@ -55,18 +54,7 @@ describe("service-account callers with a JWKS that needs a bearer token", () => 
   });
 
   it("a reload adding jwksTokenFile admits the caller: the fetch presents the token", async () => {
-    const next = await loadConfig({
-      configText: JSON.stringify({
-        listen: { host: "127.0.0.1", port: 0 },
-        admin: { host: "127.0.0.1", port: 0 },
-        ...bench.document({ jwksTokenFile: TOKEN_FILE }),
-        upstreams: bench
-          .document()
-          .upstreams.map((u) => ({ ...u, tls: { caFile: "test-ca.pem" } })),
-      }),
-      env: {},
-      cwd: bench.gateway.dir,
-    });
+    const next = await bench.gateway.load(bench.document({ jwksTokenFile: TOKEN_FILE }));
     expect(next.callers.kubernetes?.jwksTokenFile).toBe(join(bench.gateway.dir, TOKEN_FILE));
     expect(await bench.gateway.app.reload(next)).toEqual({ outcome: "applied" });
     const res = await call();

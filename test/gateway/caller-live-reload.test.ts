@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config/load.js";
 import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/app-under-test.js";
 import {
@@ -12,6 +11,8 @@ import {
   type HttpAnswer,
   htpasswdFile,
   httpGet,
+  rewriteUsersFile,
+  USERS_FILE_RELOADED,
 } from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import { createTestPki } from "../helpers/tls.js";
@@ -29,7 +30,6 @@ const BOB = { user: "bob", password: "bob-old-pw" };
 const BOB_NEW = "bob-new-pw";
 const DANA = { user: "dana", password: "dana-pw" };
 const USERS_FILE = "callers.htpasswd";
-const RELOADED = "callers.basic users file reloaded";
 /**
  * The users file is polled every second (DEFAULT_CALLERS_POLL_INTERVAL_MS), so a change is seen
  * in about 1 s. The bound leaves 4 s for a loaded machine's timers and event loop; a file that
@@ -55,15 +55,7 @@ describe("caller rules and users change live", () => {
 
   /** Load `allow` through the real loader (against the files on disk) and apply it. */
   const reloadWith = async (allow: Record<string, string>[]) => {
-    const doc = document(allow);
-    const next = await loadConfig({
-      configText: JSON.stringify({
-        ...doc,
-        upstreams: doc.upstreams.map((u) => ({ ...u, tls: { caFile: "test-ca.pem" } })),
-      }),
-      env: {},
-      cwd: gateway.dir,
-    });
+    const next = await gateway.load(document(allow));
     expect(await gateway.app.reload(next)).toEqual({ outcome: "applied" });
   };
 
@@ -77,17 +69,9 @@ describe("caller rules and users change live", () => {
   };
 
   /** Rewrite the users file and wait for the proxy to say it reloaded it; the wait in ms. */
-  const rewriteUsers = async (content: Record<string, string>) => {
-    const reloadsBefore = logsMatching(gateway.records, RELOADED).length;
-    const startedMs = performance.now();
-    gateway.writeFile(USERS_FILE, htpasswdFile(content));
-    await waitFor(
-      () => logsMatching(gateway.records, RELOADED).length > reloadsBefore,
-      "the users file reload",
-      FILE_CHANGE_WAIT_MS,
-    );
-    return performance.now() - startedMs;
-  };
+  /** Rewrite the users file and wait for the proxy to say it reloaded it; the wait in ms. */
+  const rewriteUsers = (users: Record<string, string>) =>
+    rewriteUsersFile(gateway, USERS_FILE, users, FILE_CHANGE_WAIT_MS);
 
   beforeAll(async () => {
     const pki = await createTestPki();
@@ -142,7 +126,7 @@ describe("caller rules and users change live", () => {
   });
 
   it("a user added to the file and to the rules in one reload is admitted once the file is re-read", async () => {
-    const reloadsBefore = logsMatching(gateway.records, RELOADED).length;
+    const reloadsBefore = logsMatching(gateway.records, USERS_FILE_RELOADED).length;
     gateway.writeFile(
       USERS_FILE,
       htpasswdFile({
@@ -154,7 +138,7 @@ describe("caller rules and users change live", () => {
     // The loader validates the rule against the file on disk, so the reload is accepted.
     await reloadWith(users(BOB.user, DANA.user));
     await waitFor(
-      () => logsMatching(gateway.records, RELOADED).length > reloadsBefore,
+      () => logsMatching(gateway.records, USERS_FILE_RELOADED).length > reloadsBefore,
       "the users file reload",
       FILE_CHANGE_WAIT_MS,
     );

@@ -1,9 +1,8 @@
 import { setTimeout } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLOCK_TOLERANCE_SECONDS } from "../../src/callers/service-account.js";
-import { loadConfig } from "../../src/config/load.js";
 import type { Emulator } from "../../src/emulator/emulator-types.js";
-import { type AppUnderTest, logsMatching, startAppUnderTest } from "../helpers/app-under-test.js";
+import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import {
   basicHeader,
   emulatorUpstream,
@@ -13,12 +12,12 @@ import {
   type KeepAliveClient,
   KUBERNETES_ISSUER,
   keepAliveClient,
+  rewriteUsersFile,
   type ServiceAccountPrivateKey,
   serviceAccountJwt,
 } from "../helpers/callers-fixture.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
 import { createTestPki } from "../helpers/tls.js";
-import { waitFor } from "../helpers/wait.js";
 
 /**
  * Issues 23 and 33: a pooled client repeats its `Proxy-Authorization` on one keep-alive
@@ -32,7 +31,6 @@ import { waitFor } from "../helpers/wait.js";
 
 const CRON = { user: "reporting-cron", password: "cron-Pw9xQ" };
 const USERS_FILE = "callers.htpasswd";
-const RELOADED = "callers.basic users file reloaded";
 /** Twice the poll's bound in caller-live-reload.test.ts: a late reload is reported with its time. */
 const FILE_CHANGE_WAIT_MS = 10_000;
 const SA = { namespace: "payments", name: "billing-client" };
@@ -59,27 +57,12 @@ describe("a pooled connection's credential is voided like any other", () => {
   ];
 
   const reloadWith = async (allow: Record<string, string>[]) => {
-    const doc = document(allow);
-    const next = await loadConfig({
-      configText: JSON.stringify({
-        ...doc,
-        upstreams: doc.upstreams.map((u) => ({ ...u, tls: { caFile: "test-ca.pem" } })),
-      }),
-      env: {},
-      cwd: gateway.dir,
-    });
+    const next = await gateway.load(document(allow));
     expect(await gateway.app.reload(next)).toEqual({ outcome: "applied" });
   };
 
-  const rewriteUsers = async (content: Record<string, string>) => {
-    const reloadsBefore = logsMatching(gateway.records, RELOADED).length;
-    gateway.writeFile(USERS_FILE, htpasswdFile(content));
-    await waitFor(
-      () => logsMatching(gateway.records, RELOADED).length > reloadsBefore,
-      "the users file reload",
-      FILE_CHANGE_WAIT_MS,
-    );
-  };
+  const rewriteUsers = (users: Record<string, string>) =>
+    rewriteUsersFile(gateway, USERS_FILE, users, FILE_CHANGE_WAIT_MS);
 
   /** GET on the pooled connection, which must be the one the earlier requests used. */
   const pooledGet = async (header: string) => {

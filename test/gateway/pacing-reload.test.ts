@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config/load.js";
 import type { Emulator } from "../../src/emulator/emulator-types.js";
 import { type AppUnderTest, startAppUnderTest } from "../helpers/app-under-test.js";
 import { startTlsEmulator } from "../helpers/emulator.js";
@@ -42,20 +41,7 @@ describe("pacing across a config reload", () => {
   });
 
   const reload = async (doc: Record<string, unknown>) => {
-    const next = await loadConfig({
-      configText: JSON.stringify({
-        listen: { host: "127.0.0.1", port: 0 },
-        admin: { host: "127.0.0.1", port: 0 },
-        ...doc,
-        upstreams: (doc.upstreams as Record<string, unknown>[]).map((u) => ({
-          ...u,
-          tls: { caFile: "test-ca.pem" },
-        })),
-      }),
-      env: {},
-      cwd: gateway.dir,
-    });
-    expect(await gateway.app.reload(next)).toEqual({ outcome: "applied" });
+    expect(await gateway.app.reload(await gateway.load(doc))).toEqual({ outcome: "applied" });
   };
 
   it("an unchanged upstream keeps its queue and its pace through a reload", async () => {

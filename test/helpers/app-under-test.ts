@@ -56,6 +56,11 @@ export interface LoadedTestConfig {
   pathOf(name: string): string;
   /** (Re)write a file in `dir` (secret rotation). */
   writeFile(name: string, content: string): string;
+  /**
+   * Another document through the real loader, in `dir` with the same CA and listener defaults:
+   * what a reload reads (`app.reload(await load(doc))`).
+   */
+  load(config: Record<string, unknown>): Promise<ProxyConfig>;
   /** Remove `dir`. */
   cleanup(): void;
 }
@@ -70,23 +75,27 @@ export async function loadTestConfig(options: TestConfigOptions): Promise<Loaded
   };
   for (const [name, content] of Object.entries(options.files ?? {})) writeFile(name, content);
   const caFile = options.caPem === undefined ? undefined : writeFile("test-ca.pem", options.caPem);
-  const doc: Record<string, unknown> = {
-    listen: { host: "127.0.0.1", port: 0 },
-    admin: { host: "127.0.0.1", port: 0 },
-    ...options.config,
+  const load = (config: Record<string, unknown>) => {
+    const doc: Record<string, unknown> = {
+      listen: { host: "127.0.0.1", port: 0 },
+      admin: { host: "127.0.0.1", port: 0 },
+      ...config,
+    };
+    doc.upstreams = (doc.upstreams as Record<string, unknown>[]).map((upstream) =>
+      caFile === undefined
+        ? upstream
+        : { ...upstream, tls: { caFile, ...(upstream.tls as object | undefined) } },
+    );
+    return loadConfig({ configText: JSON.stringify(doc), env: {}, cwd: dir });
   };
-  doc.upstreams = (doc.upstreams as Record<string, unknown>[]).map((upstream) =>
-    caFile === undefined
-      ? upstream
-      : { ...upstream, tls: { caFile, ...(upstream.tls as object | undefined) } },
-  );
   try {
-    const config = await loadConfig({ configText: JSON.stringify(doc), env: {}, cwd: dir });
+    const config = await load(options.config);
     return {
       config,
       dir,
       pathOf,
       writeFile,
+      load,
       cleanup: () => rmSync(dir, { recursive: true, force: true }),
     };
   } catch (error) {
@@ -118,6 +127,8 @@ export interface AppUnderTest {
   dir: string;
   /** (Re)write a file in the working folder (secret rotation). */
   writeFile(name: string, content: string): string;
+  /** A document loaded as a reload reads it ({@link LoadedTestConfig.load}). */
+  load(config: Record<string, unknown>): Promise<ProxyConfig>;
   /** Close the app (idempotent) and remove the working folder. */
   close(): Promise<void>;
 }
@@ -149,6 +160,7 @@ export async function startAppUnderTest(options: AppUnderTestOptions): Promise<A
     records: captured.records,
     dir: loaded.dir,
     writeFile: loaded.writeFile,
+    load: loaded.load,
     close() {
       closing ??= app.close(options.closeTimeoutMs ?? 1_000).finally(loaded.cleanup);
       return closing;

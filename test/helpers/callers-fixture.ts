@@ -9,6 +9,32 @@ import bcrypt from "bcryptjs";
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from "jose";
 import { expect } from "vitest";
 import type { EchoResponse } from "../../src/emulator/test-routes.js";
+import { type AppUnderTest, logsMatching } from "./app-under-test.js";
+import { waitFor } from "./wait.js";
+
+/** What the proxy logs once it has re-read `callers.basic.usersFile`. */
+export const USERS_FILE_RELOADED = "callers.basic users file reloaded";
+
+/**
+ * Rewrite the gateway's htpasswd file `name` with `users` and wait, at most `waitMs`, for the
+ * proxy to log that it reloaded it; resolves to the ms that took.
+ */
+export async function rewriteUsersFile(
+  gateway: Pick<AppUnderTest, "records" | "writeFile">,
+  name: string,
+  users: Record<string, string>,
+  waitMs: number,
+): Promise<number> {
+  const reloadsBefore = logsMatching(gateway.records, USERS_FILE_RELOADED).length;
+  const startedMs = performance.now();
+  gateway.writeFile(name, htpasswdFile(users));
+  await waitFor(
+    () => logsMatching(gateway.records, USERS_FILE_RELOADED).length > reloadsBefore,
+    "the users file reload",
+    waitMs,
+  );
+  return performance.now() - startedMs;
+}
 
 /** `user:hash` at cost 4 (the lowest the proxy accepts: fast tests, same code path). */
 export function htpasswdLine(user: string, password: string): string {
