@@ -23,10 +23,11 @@ import { createTestPki } from "../helpers/tls.js";
  * Issues 23 and 33: a pooled client repeats its `Proxy-Authorization` on one keep-alive
  * connection, and that connection is where a shortcut for the hot path would live (the
  * connection's key is already kept by connection-proofs.ts; issue 33 tried keeping its verified
- * credential too). Whatever voids a credential must void it on that connection, on its very next
- * request: a reload that drops the caller's rule, a users file that changes the password or
- * removes the user, a service-account token that expires. Every request here goes over one
- * keep-alive connection, and each answer says so.
+ * credential, then its whole admission). Whatever voids a credential must void it on that
+ * connection, on its very next request: a reload that drops the caller's rule, a users file that
+ * changes the password or removes the user, a service-account token that expires. And what the
+ * connection was admitted with holds for that credential and that upstream only.
+ * Every request here goes over one keep-alive connection, and each answer says so.
  */
 
 const CRON = { user: "reporting-cron", password: "cron-Pw9xQ" };
@@ -41,6 +42,7 @@ describe("a pooled connection's credential is voided like any other", () => {
   let pooled: KeepAliveClient;
   let signKey: ServiceAccountPrivateKey;
   let billing: string;
+  let ledger: string;
 
   const document = (allow: Record<string, string>[]) => ({
     listen: { host: "127.0.0.1", port: 0 },
@@ -49,7 +51,13 @@ describe("a pooled connection's credential is voided like any other", () => {
       basic: { usersFile: USERS_FILE },
       kubernetes: { issuer: KUBERNETES_ISSUER, jwksFile: "jwks.json" },
     },
-    upstreams: [emulatorUpstream(emulator.url, "billing", { allow })],
+    upstreams: [
+      emulatorUpstream(emulator.url, "billing", { allow }),
+      // The service account only: the Basic user is admitted to billing, not here.
+      emulatorUpstream(emulator.url, "ledger", {
+        allow: [{ serviceAccount: `${SA.namespace}/${SA.name}` }],
+      }),
+    ],
   });
   const EVERYONE: Record<string, string>[] = [
     { user: CRON.user },
@@ -65,8 +73,8 @@ describe("a pooled connection's credential is voided like any other", () => {
     rewriteUsersFile(gateway, USERS_FILE, users, FILE_CHANGE_WAIT_MS);
 
   /** GET on the pooled connection, which must be the one the earlier requests used. */
-  const pooledGet = async (header: string) => {
-    const answer = await pooled.get(billing, { "proxy-authorization": header });
+  const pooledGet = async (header: string, url = billing) => {
+    const answer = await pooled.get(url, { "proxy-authorization": header });
     expect(answer.reused).toBe(true);
     return answer;
   };
@@ -85,6 +93,7 @@ describe("a pooled connection's credential is voided like any other", () => {
       config: document(EVERYONE),
     });
     billing = `${gateway.url}/billing/echo`;
+    ledger = `${gateway.url}/ledger/echo`;
     pooled = keepAliveClient("127.0.0.1");
     const first = await pooled.get(billing, {
       "proxy-authorization": basicHeader(CRON.user, CRON.password),
@@ -95,6 +104,25 @@ describe("a pooled connection's credential is voided like any other", () => {
     pooled?.close();
     await gateway?.close();
     await emulator?.close();
+  });
+
+  it("admitted to one upstream, the connection is checked against another's rules (403)", async () => {
+    const cron = basicHeader(CRON.user, CRON.password);
+    for (let round = 0; round < 2; round++) {
+      expect((await pooledGet(cron)).status).toBe(200);
+      const refused = await pooledGet(cron, ledger);
+      expect(refused.status).toBe(403);
+      expect(errorCode(refused.text)).toBe("caller_not_allowed");
+    }
+  });
+
+  it("another credential on the same connection is verified on its own (407 for a wrong password)", async () => {
+    const cron = basicHeader(CRON.user, CRON.password);
+    expect((await pooledGet(cron)).status).toBe(200);
+    const wrong = await pooledGet(basicHeader(CRON.user, "not-the-password"));
+    expect(wrong.status).toBe(407);
+    expect(errorCode(wrong.text)).toBe("caller_unauthenticated");
+    expect((await pooledGet(cron)).status).toBe(200);
   });
 
   it("a reload that drops the caller's rule refuses its next request (403); one that restores it admits", async () => {
