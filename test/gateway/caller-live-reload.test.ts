@@ -69,7 +69,6 @@ describe("caller rules and users change live", () => {
   };
 
   /** Rewrite the users file and wait for the proxy to say it reloaded it; the wait in ms. */
-  /** Rewrite the users file and wait for the proxy to say it reloaded it; the wait in ms. */
   const rewriteUsers = (users: Record<string, string>) =>
     rewriteUsersFile(gateway, USERS_FILE, users, FILE_CHANGE_WAIT_MS);
 
